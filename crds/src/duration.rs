@@ -1,0 +1,109 @@
+//! Durations written as strings with units (`"30s"`, `"1m30s"`, `"250ms"`), as CRD fields carry them.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+/// Pattern every duration string must match: one or more `<integer><unit>` groups, unit one of
+/// `ms`, `s`, `m`, `h`. The API server enforces it; [`DurationString::to_duration`] re-checks it.
+pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
+
+/// A duration string such as `"10s"` or `"1m30s"`.
+///
+/// Shape: one or more `<integer><unit>` groups with unit `ms`, `s`, `m` or `h`, no spaces
+/// (the subset of Go's `time.ParseDuration` syntax that Kubernetes users already write).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct DurationString(pub String);
+
+/// A duration string that does not follow [`DURATION_PATTERN`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "invalid duration {value:?}: expected digits followed by ms, s, m or h, for example \"30s\""
+)]
+pub struct DurationError {
+    /// The rejected text.
+    pub value: String,
+}
+
+impl DurationString {
+    /// Builds a duration string from text, without checking it.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// Parses the string into a [`Duration`].
+    ///
+    /// # Errors
+    /// [`DurationError`] when the text does not match [`DURATION_PATTERN`] or overflows.
+    pub fn to_duration(&self) -> Result<Duration, DurationError> {
+        let err = || DurationError {
+            value: self.0.clone(),
+        };
+        // humantime accepts a wider language ("10 sec", "1min"); restrict it to the CRD pattern:
+        // a digit first, then digits and the unit letters only.
+        let starts_with_digit = self.0.bytes().next().is_some_and(|b| b.is_ascii_digit());
+        let only_pattern_chars = self
+            .0
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'm' | b's' | b'h'));
+        let ends_with_unit = self.0.bytes().last().is_some_and(|b| !b.is_ascii_digit());
+        if !(starts_with_digit && only_pattern_chars && ends_with_unit) {
+            return Err(err());
+        }
+        humantime::parse_duration(&self.0).map_err(|_| err())
+    }
+}
+
+impl fmt::Display for DurationString {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl JsonSchema for DurationString {
+    fn schema_name() -> Cow<'static, str> {
+        "DurationString".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "string",
+            "pattern": DURATION_PATTERN,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Duration, DurationError> {
+        DurationString::new(s).to_duration()
+    }
+
+    #[test]
+    fn duration_units_parse_to_exact_values() {
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse("0s"), Ok(Duration::ZERO));
+    }
+
+    #[test]
+    fn duration_malformed_text_is_rejected() {
+        for bad in [
+            "", "10", "s", "10 s", "1.5s", "-1s", "10sec", "10S", "5hs", "1s5",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+}

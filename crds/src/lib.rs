@@ -1,0 +1,34 @@
+//! Berth's API types, shared by the operator and the proxy.
+//!
+//! Responsible for: the `McpUpstream` custom resource (`berth.dev/v1alpha1`), the proxy
+//! configuration file format ([`ProxyConfig`]) that the operator renders into a ConfigMap and the
+//! proxy parses, and the wire vocabulary both sides must agree on (ports, file names, labels).
+//! Not responsible for: any I/O. Nothing here talks to a cluster, a socket or a file.
+
+pub mod duration;
+pub mod mcp_upstream;
+pub mod proxy_config;
+
+pub use duration::{DurationError, DurationString};
+pub use mcp_upstream::{
+    McpUpstream, McpUpstreamSpec, McpUpstreamStatus, Transport, UpstreamSpec, crd_yaml,
+};
+pub use proxy_config::{
+    ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy, TimeoutsSpec, ToolsProbePolicy,
+    ToolsProbeSpec, UpstreamEndpoint,
+};
+
+/// API group of every Berth resource.
+pub const GROUP: &str = "berth.dev";
+
+/// Port the proxy serves MCP (Streamable HTTP, path [`MCP_PATH`]) on inside a pod.
+pub const PROXY_MCP_PORT: u16 = 8080;
+
+/// Port the proxy serves `/metrics`, `/healthz` and `/readyz` on inside a pod.
+pub const PROXY_ADMIN_PORT: u16 = 9090;
+
+/// HTTP path of the proxy's MCP endpoint.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Key of the proxy configuration inside the ConfigMap the operator renders.
+pub const PROXY_CONFIG_KEY: &str = "proxy.yaml";

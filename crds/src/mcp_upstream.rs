@@ -1,0 +1,175 @@
+//! The `McpUpstream` custom resource (`berth.dev/v1alpha1`): one MCP server a user wants run
+//! behind the berth proxy.
+//!
+//! Field doc comments here are user documentation: they become the CRD's `description`s and so
+//! what `kubectl explain mcpupstream.spec` prints.
+
+use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::core::crd::CustomResourceExt;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::proxy_config::{SessionSpec, TimeoutsSpec, ToolsProbeSpec};
+
+/// An MCP server run in production behind the berth proxy.
+///
+/// The operator turns it into a Deployment whose pods pair the berth proxy with the upstream MCP
+/// server as a digest-pinned native sidecar, a Service in front of the proxy, and a ConfigMap
+/// holding the proxy's configuration.
+#[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[kube(
+    group = "berth.dev",
+    version = "v1alpha1",
+    kind = "McpUpstream",
+    plural = "mcpupstreams",
+    shortname = "mcpu",
+    namespaced,
+    status = "McpUpstreamStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Transport","type":"string","jsonPath":".spec.upstream.transport"}"#,
+    printcolumn = r#"{"name":"Endpoint","type":"string","jsonPath":".status.endpoint"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct McpUpstreamSpec {
+    /// The upstream MCP server: its image, transport and how it listens.
+    pub upstream: UpstreamSpec,
+    /// How client sessions map onto upstream sessions. Default: `{strategy: Shared}`.
+    #[serde(default)]
+    pub session: SessionSpec,
+    /// When the proxy lists the upstream's tools. Readiness waits for the first listing unless
+    /// the policy is `Never`. Default: `{policy: OnStart, interval: 5m}`.
+    #[serde(default)]
+    pub tools_probe: ToolsProbeSpec,
+    /// Time budgets the proxy enforces. Default: `{connect: 10s, call: 60s}`.
+    #[serde(default)]
+    pub timeouts: TimeoutsSpec,
+}
+
+/// The upstream MCP server container, run as a native sidecar next to the proxy.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamSpec {
+    /// Container image of the MCP server, pinned by digest: `name@sha256:<64 lowercase hex>`,
+    /// for example `ghcr.io/acme/mcp-server@sha256:3f1c...`. Tags alone (`:latest`) are rejected
+    /// so that what runs is exactly what was reviewed.
+    #[x_kube(validation = Rule::new("self.matches('^[^@\\\\s]+@sha256:[a-f0-9]{64}$')").message("spec.upstream.image must be pinned by digest: name@sha256:<64 lowercase hex>, for example registry.example/mcp/server@sha256:<digest>"))]
+    pub image: String,
+    /// How the proxy talks to the server. `StreamableHttp` (default): the server serves MCP
+    /// Streamable HTTP on `port` and `path` on the pod's loopback. `Stdio`: reserved for
+    /// servers that speak newline-delimited JSON-RPC on stdin/stdout; not served yet.
+    #[serde(default)]
+    pub transport: Transport,
+    /// TCP port the server listens on inside the pod (loopback is enough). Must differ from the
+    /// proxy's ports 8080 (MCP) and 9090 (admin). Default `3000`.
+    #[serde(default = "default_port")]
+    #[x_kube(validation = Rule::new("self >= 1 && self <= 65535 && self != 8080 && self != 9090").message("spec.upstream.port must be 1-65535 and not 8080 or 9090 (the proxy's own ports)"))]
+    pub port: i32,
+    /// HTTP path of the server's MCP endpoint. Must start with `/`. Default `/mcp`.
+    #[serde(default = "default_path")]
+    #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.upstream.path must start with /"))]
+    pub path: String,
+    /// Arguments passed to the image's entrypoint, for example `["streamableHttp"]`.
+    /// Default: none (the image's own `CMD`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Environment variables of the server container, in the Kubernetes `EnvVar` form
+    /// (`value` or `valueFrom`). Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// Wire transport of an upstream MCP server: `StreamableHttp` or `Stdio`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Transport {
+    /// MCP Streamable HTTP (spec revision 2025-03-26 and later).
+    #[default]
+    StreamableHttp,
+    /// Newline-delimited JSON-RPC on the server's stdin/stdout.
+    Stdio,
+}
+
+/// Observed state of an McpUpstream, written by the operator.
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpUpstreamStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Standard conditions. `Ready` is `True` when the proxy Deployment is available, that is
+    /// when its pods report the upstream session initialized and the tool list obtained.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+    /// In-cluster URL clients use to reach the proxy, e.g.
+    /// `http://weather.team-a.svc.cluster.local:8080/mcp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+fn default_port() -> i32 {
+    3000
+}
+
+fn default_path() -> String {
+    "/mcp".to_owned()
+}
+
+/// The CRD of [`McpUpstream`] as YAML, exactly as committed under `crds/` and in the chart.
+///
+/// # Errors
+/// Only if YAML serialization fails.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    let text = serde_yaml::to_string(&McpUpstream::crd())?;
+    Ok(format!(
+        "# Generated from the Rust types in crds/src by `cargo run -p berth-operator -- crd`.\n\
+         # Do not edit: a test fails when this file differs from what the types generate.\n{text}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crd_has_status_subresource_and_short_name() {
+        let crd = McpUpstream::crd();
+        assert_eq!(crd.spec.group, crate::GROUP);
+        assert_eq!(crd.spec.names.short_names, Some(vec!["mcpu".to_owned()]));
+        let version = &crd.spec.versions[0];
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Ready", "Transport", "Endpoint", "Age"]);
+    }
+
+    #[test]
+    fn crd_image_rule_message_names_the_field() {
+        let yaml = crd_yaml().expect("crd renders");
+        assert!(yaml.contains("x-kubernetes-validations"));
+        assert!(yaml.contains("spec.upstream.image must be pinned by digest"));
+    }
+
+    #[test]
+    fn spec_minimal_yaml_gets_defaults() {
+        let spec: McpUpstreamSpec = serde_yaml::from_str(
+            "upstream: {image: 'r/x@sha256:0000000000000000000000000000000000000000000000000000000000000000'}",
+        )
+        .expect("parses");
+        assert_eq!(spec.upstream.transport, Transport::StreamableHttp);
+        assert_eq!(spec.upstream.port, 3000);
+        assert_eq!(spec.upstream.path, "/mcp");
+    }
+}

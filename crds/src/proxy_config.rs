@@ -1,0 +1,330 @@
+//! The proxy configuration contract: the file the operator renders into a ConfigMap and the
+//! proxy reads at start-up, plus the session, tools-probe and timeout settings that the
+//! `McpUpstream` spec embeds unchanged.
+//!
+//! One definition, two users: the operator serializes [`ProxyConfig`], the proxy deserializes it,
+//! so the two can never disagree on a field name or a default.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::duration::{DurationError, DurationString};
+use crate::mcp_upstream::Transport;
+
+/// Everything the berth proxy needs to run, as YAML under the ConfigMap key
+/// [`crate::PROXY_CONFIG_KEY`] (camelCase keys).
+///
+/// Example:
+/// ```yaml
+/// listen: 0.0.0.0:8080
+/// adminListen: 0.0.0.0:9090
+/// upstream: { transport: StreamableHttp, url: http://127.0.0.1:3001/mcp }
+/// session: { strategy: Shared }
+/// toolsProbe: { policy: OnStart, interval: 5m }
+/// timeouts: { connect: 10s, call: 60s }
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Socket address the MCP endpoint listens on, `host:port`.
+    pub listen: String,
+    /// Socket address of `/metrics`, `/healthz` and `/readyz`, `host:port`.
+    pub admin_listen: String,
+    /// Where the upstream MCP server is and how to speak to it.
+    pub upstream: UpstreamEndpoint,
+    /// How downstream sessions map onto upstream sessions.
+    #[serde(default)]
+    pub session: SessionSpec,
+    /// When the proxy lists the upstream's tools.
+    #[serde(default)]
+    pub tools_probe: ToolsProbeSpec,
+    /// Time budgets the proxy enforces.
+    #[serde(default)]
+    pub timeouts: TimeoutsSpec,
+}
+
+/// A [`ProxyConfig`] that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyConfigError {
+    /// The text is not valid YAML for [`ProxyConfig`].
+    #[error("failed to parse proxy config")]
+    Parse(#[source] serde_yaml::Error),
+    /// A duration field does not parse.
+    #[error("invalid {field}")]
+    Duration {
+        /// Dotted path of the field, e.g. `timeouts.call`.
+        field: &'static str,
+        /// What was wrong with it.
+        #[source]
+        source: DurationError,
+    },
+    /// The transport needs a field that is absent.
+    #[error("{field} is required when upstream.transport is {transport:?}")]
+    Missing {
+        /// Dotted path of the missing field.
+        field: &'static str,
+        /// The configured transport.
+        transport: Transport,
+    },
+    /// The transport is declared in the API but this proxy build does not serve it yet.
+    #[error("upstream.transport {0:?} is not supported by this proxy version")]
+    UnsupportedTransport(Transport),
+}
+
+impl ProxyConfig {
+    /// Parses and checks a proxy config from YAML text.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError`] naming the first field that is malformed, missing or unsupported.
+    pub fn from_yaml(text: &str) -> Result<Self, ProxyConfigError> {
+        let config: Self = serde_yaml::from_str(text).map_err(ProxyConfigError::Parse)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Renders the config as YAML (the form stored in the ConfigMap).
+    ///
+    /// # Errors
+    /// Only if serialization fails, which the types here do not allow in practice.
+    pub fn to_yaml(&self) -> Result<String, serde_yaml::Error> {
+        serde_yaml::to_string(self)
+    }
+
+    /// Checks cross-field rules and that every duration parses.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError`] for the first failed rule.
+    pub fn check(&self) -> Result<(), ProxyConfigError> {
+        self.timeouts.connect()?;
+        self.session.idle_timeout()?;
+        self.timeouts.call()?;
+        self.tools_probe.interval()?;
+        match self.upstream.transport {
+            Transport::StreamableHttp if self.upstream.url.is_none() => {
+                Err(ProxyConfigError::Missing {
+                    field: "upstream.url",
+                    transport: Transport::StreamableHttp,
+                })
+            }
+            Transport::StreamableHttp => Ok(()),
+            Transport::Stdio => Err(ProxyConfigError::UnsupportedTransport(Transport::Stdio)),
+        }
+    }
+}
+
+/// The upstream MCP server as the proxy reaches it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpstreamEndpoint {
+    /// Wire transport of the upstream.
+    pub transport: Transport,
+    /// Streamable HTTP endpoint URL, e.g. `http://127.0.0.1:3001/mcp` (the sidecar is on the
+    /// pod's loopback). Required for `StreamableHttp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// How downstream (client) sessions map onto upstream sessions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSpec {
+    /// Session strategy. `Shared` (default): one long-lived upstream session serves every client;
+    /// the proxy answers each client's `initialize` from the upstream's handshake and rewrites
+    /// JSON-RPC request ids so clients never see each other's replies. `PerClient`: each client
+    /// session gets an upstream session of its own.
+    #[serde(default)]
+    pub strategy: SessionStrategy,
+    /// A client session with no request for this long ends; its next request gets HTTP 404 and
+    /// the client starts a new session. Example `30m`. Default `30m`.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: DurationString,
+}
+
+impl Default for SessionSpec {
+    fn default() -> Self {
+        Self {
+            strategy: SessionStrategy::default(),
+            idle_timeout: default_idle_timeout(),
+        }
+    }
+}
+
+impl SessionSpec {
+    /// The client session idle timeout.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `idleTimeout` does not parse.
+    pub fn idle_timeout(&self) -> Result<Duration, ProxyConfigError> {
+        parse_field("session.idleTimeout", &self.idle_timeout)
+    }
+}
+
+/// How client sessions map onto upstream sessions: `Shared` or `PerClient`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SessionStrategy {
+    /// One upstream session for the whole pod, reused by every client.
+    #[default]
+    Shared,
+    /// One upstream session per client session.
+    PerClient,
+}
+
+/// When the proxy lists the upstream's tools (`tools/list`, over the same upstream session).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsProbeSpec {
+    /// `OnStart` (default): once, after the upstream handshake; readiness waits for it.
+    /// `Interval`: at start and then every `interval`. `Never`: not at all (tool names in
+    /// metrics are then all `other`).
+    #[serde(default)]
+    pub policy: ToolsProbePolicy,
+    /// Time between probes when `policy` is `Interval`, e.g. `5m`. Default `5m`.
+    #[serde(default = "default_probe_interval")]
+    pub interval: DurationString,
+}
+
+impl Default for ToolsProbeSpec {
+    fn default() -> Self {
+        Self {
+            policy: ToolsProbePolicy::default(),
+            interval: default_probe_interval(),
+        }
+    }
+}
+
+impl ToolsProbeSpec {
+    /// The probe interval.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `interval` does not parse.
+    pub fn interval(&self) -> Result<Duration, ProxyConfigError> {
+        parse_field("toolsProbe.interval", &self.interval)
+    }
+}
+
+/// When tools are listed: `OnStart`, `Interval` or `Never`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ToolsProbePolicy {
+    /// List tools once after the upstream handshake.
+    #[default]
+    OnStart,
+    /// List tools after the handshake and then every `interval`.
+    Interval,
+    /// Never list tools.
+    Never,
+}
+
+/// Time budgets the proxy enforces itself, outside any HTTP library, so they hold even
+/// against an upstream that accepts TCP and never answers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutsSpec {
+    /// Budget for reaching the upstream and completing the MCP handshake (`initialize` and
+    /// `notifications/initialized`), e.g. `10s`. Default `10s`.
+    #[serde(default = "default_connect")]
+    pub connect: DurationString,
+    /// Budget for one forwarded request such as `tools/call`, from receipt to the final
+    /// response, e.g. `60s`. On expiry the client gets a JSON-RPC error and the upstream a
+    /// `notifications/cancelled`. Default `60s`.
+    #[serde(default = "default_call")]
+    pub call: DurationString,
+}
+
+impl Default for TimeoutsSpec {
+    fn default() -> Self {
+        Self {
+            connect: default_connect(),
+            call: default_call(),
+        }
+    }
+}
+
+impl TimeoutsSpec {
+    /// The connect-and-handshake budget.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `connect` does not parse.
+    pub fn connect(&self) -> Result<Duration, ProxyConfigError> {
+        parse_field("timeouts.connect", &self.connect)
+    }
+
+    /// The per-request budget.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `call` does not parse.
+    pub fn call(&self) -> Result<Duration, ProxyConfigError> {
+        parse_field("timeouts.call", &self.call)
+    }
+}
+
+fn parse_field(field: &'static str, value: &DurationString) -> Result<Duration, ProxyConfigError> {
+    value
+        .to_duration()
+        .map_err(|source| ProxyConfigError::Duration { field, source })
+}
+
+fn default_idle_timeout() -> DurationString {
+    DurationString::new("30m")
+}
+
+fn default_probe_interval() -> DurationString {
+    DurationString::new("5m")
+}
+
+fn default_connect() -> DurationString {
+    DurationString::new("10s")
+}
+
+fn default_call() -> DurationString {
+    DurationString::new("60s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "listen: 127.0.0.1:8080\nadminListen: 127.0.0.1:9090\n\
+        upstream: {transport: StreamableHttp, url: 'http://127.0.0.1:3001/mcp'}\n";
+
+    #[test]
+    fn proxy_config_minimal_yaml_gets_defaults() {
+        let config = ProxyConfig::from_yaml(MINIMAL).expect("minimal config parses");
+        assert_eq!(config.session.strategy, SessionStrategy::Shared);
+        assert_eq!(config.tools_probe.policy, ToolsProbePolicy::OnStart);
+        assert_eq!(
+            config.timeouts.connect().ok(),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(config.timeouts.call().ok(), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn proxy_config_round_trips_through_yaml() {
+        let config = ProxyConfig::from_yaml(MINIMAL).expect("minimal config parses");
+        let text = config.to_yaml().expect("serializes");
+        assert_eq!(ProxyConfig::from_yaml(&text).expect("reparses"), config);
+    }
+
+    #[test]
+    fn proxy_config_bad_duration_names_the_field() {
+        let text = format!("{MINIMAL}timeouts: {{call: 5 seconds}}\n");
+        let err = ProxyConfig::from_yaml(&text).expect_err("bad duration rejected");
+        assert!(err.to_string().contains("timeouts.call"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_http_without_url_is_rejected() {
+        let text = "listen: a:1\nadminListen: b:2\nupstream: {transport: StreamableHttp}\n";
+        let err = ProxyConfig::from_yaml(text).expect_err("missing url rejected");
+        assert!(err.to_string().contains("upstream.url"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_unknown_key_is_rejected() {
+        let text = format!("{MINIMAL}sesion: {{strategy: Shared}}\n");
+        let err = ProxyConfig::from_yaml(&text).expect_err("typo rejected");
+        assert!(format!("{:?}", err).contains("sesion"), "{err:?}");
+    }
+}

@@ -1,0 +1,46 @@
+//! The admin endpoints on their own port: `/metrics` (Prometheus text format), `/healthz`
+//! (liveness: the proxy process serves HTTP) and `/readyz` (readiness: the upstream session is
+//! initialized and, unless the probe policy is `Never`, the tool list was obtained).
+//!
+//! Liveness never depends on the upstream, so a dead upstream takes the pod out of the Service
+//! without a restart loop (DESIGN.md, "The pod").
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::server::Proxy;
+
+/// The admin routes.
+pub fn router(proxy: Arc<Proxy>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .with_state(proxy)
+}
+
+async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        proxy.metrics.render(),
+    )
+}
+
+async fn readyz(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
+    if proxy.upstream.is_ready() {
+        (StatusCode::OK, "ready")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "upstream session not ready",
+        )
+    }
+}

@@ -1,0 +1,106 @@
+//! What the front sends back for one POST, and the one place that turns it into HTTP.
+//!
+//! Statuses follow MCP 2025-06-18 "Transports: Streamable HTTP": 202 for accepted notifications
+//! and responses, 400 for a malformed or session-less request, 404 for an unknown session;
+//! JSON-RPC errors always echo the request id when there was one.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::error_response;
+use crate::upstream::http::SESSION_HEADER;
+
+/// Interval of SSE keep-alive comments on streams the proxy writes (below common client idle
+/// timeouts of 30–60 s; field case BR-15).
+pub const SSE_KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The proxy's answer to one POST.
+#[derive(Debug)]
+pub enum Answer {
+    /// A single JSON-RPC message with an HTTP status; `session` sets `Mcp-Session-Id`.
+    Json {
+        /// HTTP status.
+        status: StatusCode,
+        /// The JSON-RPC message.
+        body: Value,
+        /// Session id to announce (initialize only).
+        session: Option<String>,
+    },
+    /// JSON-RPC messages streamed as SSE, in order, the final response last.
+    Stream(mpsc::Receiver<Value>),
+    /// `202 Accepted` with no body.
+    Accepted,
+}
+
+impl Answer {
+    /// A JSON-RPC error under `status`, echoing `id`.
+    pub fn error(status: StatusCode, id: &Value, code: i64, message: &str) -> Self {
+        Self::Json {
+            status,
+            body: error_response(id, code, message, None),
+            session: None,
+        }
+    }
+
+    /// A JSON-RPC error under `status` with `error.data`.
+    pub fn error_with_data(
+        status: StatusCode,
+        id: &Value,
+        code: i64,
+        message: &str,
+        data: Value,
+    ) -> Self {
+        Self::Json {
+            status,
+            body: error_response(id, code, message, Some(data)),
+            session: None,
+        }
+    }
+
+    /// A successful JSON-RPC message with 200.
+    pub fn ok(body: Value) -> Self {
+        Self::Json {
+            status: StatusCode::OK,
+            body,
+            session: None,
+        }
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        match self {
+            Self::Accepted => StatusCode::ACCEPTED.into_response(),
+            Self::Json {
+                status,
+                body,
+                session,
+            } => {
+                let mut response = (status, axum::Json(body)).into_response();
+                if let Some(value) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+                    response.headers_mut().insert(SESSION_HEADER, value);
+                }
+                response
+            }
+            Self::Stream(rx) => {
+                let events = tokio_stream_from(rx).map(|message| {
+                    Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+                });
+                Sse::new(events)
+                    .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
+                    .into_response()
+            }
+        }
+    }
+}
+
+fn tokio_stream_from(mut rx: mpsc::Receiver<Value>) -> impl futures::Stream<Item = Value> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}

@@ -1,0 +1,218 @@
+//! The downstream Streamable HTTP front on `/mcp`: POST (client messages), GET (the
+//! session's standalone server stream) and DELETE (end a session).
+//!
+//! Source: MCP 2025-06-18, "Transports: Streamable HTTP". Rules the front enforces before
+//! anything reaches the upstream: the body is one JSON-RPC message (batches, removed after
+//! revision 2025-03-26, are refused with -32600); a non-initialize message needs a live
+//! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
+
+mod initialize;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::StreamExt;
+use serde_json::{Map, Value};
+
+use crate::answer::{Answer, SSE_KEEP_ALIVE};
+use crate::forward;
+use crate::jsonrpc::{self, Invalid, Message};
+use crate::server::Proxy;
+use crate::sessions::DownstreamSession;
+use crate::upstream::http::SESSION_HEADER;
+
+/// Largest request body accepted, in bytes (16 MiB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// The `/mcp` routes.
+pub fn router(proxy: Arc<Proxy>) -> Router {
+    Router::new()
+        .route(
+            berth_crds::MCP_PATH,
+            post(handle_post).get(handle_get).delete(handle_delete),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(proxy)
+}
+
+fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+async fn handle_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Answer {
+    let value: Value = match serde_json::from_slice(&body) {
+        Ok(value) => value,
+        Err(_) => {
+            proxy
+                .metrics
+                .invalid_messages
+                .with_label_values(&["parse"])
+                .inc();
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                jsonrpc::PARSE_ERROR,
+                "body is not valid JSON",
+            );
+        }
+    };
+    let message = match Message::classify(value) {
+        Ok(message) => message,
+        Err(invalid) => return refuse(&proxy, &invalid),
+    };
+    let header = session_header(&headers);
+    if let Message::Request { id, method, body } = &message
+        && method == "initialize"
+    {
+        return initialize::handle(&proxy, header, id, body).await;
+    }
+    let request_id = match &message {
+        Message::Request { id, .. } | Message::Response { id, .. } => id.clone(),
+        Message::Notification { .. } => Value::Null,
+    };
+    let Some(header) = header else {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&["missing_session"])
+            .inc();
+        return Answer::error(
+            StatusCode::BAD_REQUEST,
+            &request_id,
+            jsonrpc::INVALID_REQUEST,
+            "missing Mcp-Session-Id header: send initialize first",
+        );
+    };
+    let Some(session) = proxy.sessions.get(header) else {
+        return unknown_session(&proxy, &request_id);
+    };
+    match message {
+        Message::Request { id, method, body } => {
+            forward::request(Arc::clone(&proxy), session, id, method, body).await
+        }
+        Message::Notification { method, body } => {
+            notification(&proxy, &session, &method, body).await
+        }
+        Message::Response { id, .. } => {
+            proxy
+                .metrics
+                .invalid_messages
+                .with_label_values(&["unexpected_response"])
+                .inc();
+            Answer::error(
+                StatusCode::BAD_REQUEST,
+                &id,
+                jsonrpc::INVALID_REQUEST,
+                "no server request is pending with this id",
+            )
+        }
+    }
+}
+
+fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
+    let (reason, id) = match invalid {
+        Invalid::Batch => ("batch", Value::Null),
+        Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
+    };
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&[reason])
+        .inc();
+    Answer::error(
+        StatusCode::BAD_REQUEST,
+        &id,
+        jsonrpc::INVALID_REQUEST,
+        &invalid.to_string(),
+    )
+}
+
+fn unknown_session(proxy: &Proxy, id: &Value) -> Answer {
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&["unknown_session"])
+        .inc();
+    Answer::error(
+        StatusCode::NOT_FOUND,
+        id,
+        jsonrpc::INVALID_REQUEST,
+        "session not found: it expired or was never issued; send initialize without a session id",
+    )
+}
+
+/// Client notifications: `initialized` is absorbed (the upstream session is already
+/// initialized), `cancelled` is mapped to the upstream request id, others go upstream as sent.
+async fn notification(
+    proxy: &Proxy,
+    session: &DownstreamSession,
+    method: &str,
+    body: Map<String, Value>,
+) -> Answer {
+    match method {
+        "notifications/initialized" => Answer::Accepted,
+        "notifications/cancelled" => {
+            let request_id = body
+                .get("params")
+                .and_then(|p| p.get("requestId"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if let Some(in_flight) = session.in_flight(&request_id) {
+                in_flight.cancelled.cancel();
+            }
+            Answer::Accepted
+        }
+        _ => {
+            if let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await
+                && let Err(error) = upstream.send(&Value::Object(body)).await
+            {
+                tracing::warn!(mcp.method = method, error = %error, "failed to forward notification upstream");
+            }
+            Answer::Accepted
+        }
+    }
+}
+
+async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+    let Some(header) = session_header(&headers) else {
+        return Answer::error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            "missing Mcp-Session-Id header",
+        )
+        .into_response();
+    };
+    let Some(session) = proxy.sessions.get(header) else {
+        return unknown_session(&proxy, &Value::Null).into_response();
+    };
+    // The standalone stream stays open (with keep-alives) until the session ends. Server
+    // messages are not fanned out to it yet, and the handshake advertises none.
+    let closed = session.closed().clone().cancelled_owned();
+    let events = futures::stream::pending::<Result<Event, Infallible>>().take_until(closed);
+    Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
+        .into_response()
+}
+
+async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+    let Some(header) = session_header(&headers) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    if proxy.sessions.remove(header) {
+        proxy
+            .metrics
+            .downstream_sessions
+            .set(proxy.sessions.len() as i64);
+        StatusCode::NO_CONTENT.into_response()
+    } else {
+        unknown_session(&proxy, &Value::Null).into_response()
+    }
+}

@@ -1,0 +1,98 @@
+//! Downstream `initialize`: answered by the proxy from the upstream's cached handshake, never
+//! by a new upstream session (DESIGN.md failure 1).
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use crate::answer::Answer;
+use crate::jsonrpc;
+use crate::server::Proxy;
+
+/// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
+///
+/// A header naming a live session is a re-initialization: refused with 400 and -32600 carrying
+/// the request id, leaving the session intact (field case BR-01). A header naming an unknown
+/// session gets 404. Otherwise a new downstream session is created and announced in
+/// `Mcp-Session-Id`.
+pub async fn handle(
+    proxy: &Proxy,
+    header: Option<&str>,
+    id: &Value,
+    _body: &Map<String, Value>,
+) -> Answer {
+    if let Some(header) = header {
+        if proxy.sessions.get(header).is_some() {
+            proxy
+                .metrics
+                .invalid_messages
+                .with_label_values(&["reinitialize"])
+                .inc();
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                id,
+                jsonrpc::INVALID_REQUEST,
+                "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
+            );
+        }
+        return super::unknown_session(proxy, id);
+    }
+    let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await else {
+        return Answer::error_with_data(
+            StatusCode::SERVICE_UNAVAILABLE,
+            id,
+            jsonrpc::UPSTREAM_UNAVAILABLE,
+            "upstream MCP server is unavailable",
+            json!({ "outcome": "upstream_unavailable", "retryable": true }),
+        );
+    };
+    let mut result = upstream.initialize_result().clone();
+    result["protocolVersion"] = json!(upstream.protocol_version());
+    if let Some(capabilities) = result.get_mut("capabilities") {
+        *capabilities = deliverable_capabilities(capabilities.clone());
+    }
+    let session = proxy.sessions.create(upstream.protocol_version());
+    proxy
+        .metrics
+        .downstream_sessions
+        .set(proxy.sessions.len() as i64);
+    tracing::info!(
+        mcp.session_id = session.id(),
+        protocol_version = upstream.protocol_version(),
+        "downstream session initialized"
+    );
+    Answer::Json {
+        status: StatusCode::OK,
+        body: json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        session: Some(session.id().to_owned()),
+    }
+}
+
+/// The upstream's capabilities minus what the proxy cannot deliver to clients yet:
+/// `listChanged` notifications and resource `subscribe` updates travel on the upstream's
+/// standalone stream, which is not fanned out to clients (field case BR-26: never advertise
+/// what cannot be delivered).
+pub fn deliverable_capabilities(mut capabilities: Value) -> Value {
+    for kind in ["tools", "prompts", "resources"] {
+        if let Some(Value::Object(entry)) = capabilities.get_mut(kind) {
+            entry.remove("listChanged");
+            entry.remove("subscribe");
+        }
+    }
+    capabilities
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deliverable_capabilities_drops_list_changed_and_subscribe() {
+        let caps = json!({
+            "tools": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "logging": {},
+        });
+        let out = deliverable_capabilities(caps);
+        assert_eq!(out, json!({"tools": {}, "resources": {}, "logging": {}}));
+    }
+}

@@ -1,0 +1,190 @@
+//! JSON-RPC 2.0 message envelopes as the proxy sees them: classification of one message, and
+//! construction of the error responses the proxy itself answers with.
+//!
+//! Messages are kept as `serde_json::Value` so that everything the proxy does not rewrite
+//! (params, results, unknown fields) reaches the other side byte-for-byte in meaning.
+//! Source: JSON-RPC 2.0 specification §4–§5; MCP basic protocol (2025-06-18) "Messages".
+
+use serde_json::{Map, Value, json};
+
+/// JSON-RPC "Parse error": the body is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC "Invalid Request": JSON, but not a valid request for this session.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "Method not found".
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "Internal error".
+pub const INTERNAL_ERROR: i64 = -32603;
+/// The request's time budget (`timeouts.call`) ran out. Same code the MCP TypeScript SDK uses.
+pub const REQUEST_TIMEOUT: i64 = -32001;
+/// The client cancelled the request (`notifications/cancelled`); same code as LSP's
+/// `RequestCancelled`. Sent only to close the request's HTTP exchange.
+pub const REQUEST_CANCELLED: i64 = -32800;
+/// No upstream session could be had within the connect budget.
+pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
+/// The upstream forgot the session while the request was in flight.
+pub const SESSION_LOST: i64 = -32011;
+/// The upstream answered with an HTTP error or a malformed reply.
+pub const UPSTREAM_ERROR: i64 = -32012;
+
+/// One JSON-RPC message, classified by shape (JSON-RPC 2.0 §4).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// Has `method` and `id`: expects exactly one response.
+    Request {
+        /// The JSON-RPC request id (string or number).
+        id: Value,
+        /// Method name, e.g. `tools/call`.
+        method: String,
+        /// The whole message object.
+        body: Map<String, Value>,
+    },
+    /// Has `method` and no `id`: no response.
+    Notification {
+        /// Method name, e.g. `notifications/initialized`.
+        method: String,
+        /// The whole message object.
+        body: Map<String, Value>,
+    },
+    /// Has `result` or `error` and an `id`.
+    Response {
+        /// The JSON-RPC request id this answers (`null` only for errors that could not be
+        /// correlated).
+        id: Value,
+        /// The whole message object.
+        body: Map<String, Value>,
+    },
+}
+
+/// Why a JSON value is not a JSON-RPC 2.0 message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Invalid {
+    /// A top-level array: a batch, which MCP removed after revision 2025-03-26.
+    #[error("JSON-RPC batches are not supported")]
+    Batch,
+    /// Anything else malformed; carries the request id when one could be read.
+    #[error("{reason}")]
+    Shape {
+        /// What is wrong, for the client.
+        reason: &'static str,
+        /// The request id, when the message had a usable one.
+        id: Option<Value>,
+    },
+}
+
+impl Message {
+    /// Classifies a parsed JSON value.
+    ///
+    /// # Errors
+    /// [`Invalid`] when the value is a batch or not a JSON-RPC 2.0 message.
+    pub fn classify(value: Value) -> Result<Self, Invalid> {
+        let body = match value {
+            Value::Object(body) => body,
+            Value::Array(_) => return Err(Invalid::Batch),
+            _ => return Err(shape("message must be a JSON object", None)),
+        };
+        let id = body.get("id").cloned();
+        let usable_id = id.clone().filter(is_valid_id);
+        if body.get("jsonrpc") != Some(&json!("2.0")) {
+            return Err(shape("jsonrpc must be \"2.0\"", usable_id));
+        }
+        match (body.get("method"), id) {
+            (Some(Value::String(method)), None) => Ok(Self::Notification {
+                method: method.clone(),
+                body,
+            }),
+            (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Self::Request {
+                id,
+                method: method.clone(),
+                body,
+            }),
+            (Some(Value::String(_)), Some(_)) => {
+                Err(shape("id must be a string or an integer", None))
+            }
+            (Some(_), id) => Err(shape("method must be a string", id.filter(is_valid_id))),
+            (None, Some(id)) if body.contains_key("result") || body.contains_key("error") => {
+                Ok(Self::Response { id, body })
+            }
+            (None, id) => Err(shape(
+                "message has neither method nor result/error",
+                id.filter(is_valid_id),
+            )),
+        }
+    }
+
+    /// The method of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Self::Request { method, .. } | Self::Notification { method, .. } => Some(method),
+            Self::Response { .. } => None,
+        }
+    }
+}
+
+fn shape(reason: &'static str, id: Option<Value>) -> Invalid {
+    Invalid::Shape { reason, id }
+}
+
+/// MCP request ids are strings or integers, never `null` (MCP basic protocol, "Requests").
+fn is_valid_id(id: &Value) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
+/// Builds a JSON-RPC error response `{"jsonrpc":"2.0","id":id,"error":{code,message[,data]}}`.
+pub fn error_response(id: &Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut error = json!({ "code": code, "message": message });
+    if let Some(data) = data {
+        error["data"] = data;
+    }
+    json!({ "jsonrpc": "2.0", "id": id, "error": error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classify_request_notification_response() {
+        let req = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"}));
+        assert!(matches!(req, Ok(Message::Request { ref method, .. }) if method == "ping"));
+        let note = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"}));
+        assert!(matches!(note, Ok(Message::Notification { .. })));
+        let resp = Message::classify(json!({"jsonrpc":"2.0","id":"a","result":{}}));
+        assert!(matches!(resp, Ok(Message::Response { .. })));
+    }
+
+    #[test]
+    fn classify_batch_is_rejected_as_batch() {
+        assert_eq!(Message::classify(json!([])), Err(Invalid::Batch));
+    }
+
+    #[test]
+    fn classify_bad_version_keeps_the_request_id() {
+        let err = Message::classify(json!({"jsonrpc":"1.0","id":7,"method":"ping"}));
+        assert!(matches!(err, Err(Invalid::Shape { id: Some(ref id), .. }) if id == &json!(7)));
+    }
+
+    #[test]
+    fn classify_null_or_object_id_is_invalid() {
+        for id in [json!(null), json!({"a":1}), json!(1.5)] {
+            let err = Message::classify(json!({"jsonrpc":"2.0","id":id,"method":"ping"}));
+            assert!(
+                matches!(err, Err(Invalid::Shape { id: None, .. })),
+                "{err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_response_echoes_id_and_data() {
+        let e = error_response(
+            &json!("x"),
+            REQUEST_TIMEOUT,
+            "timed out",
+            Some(json!({"a":1})),
+        );
+        assert_eq!(e["id"], json!("x"));
+        assert_eq!(e["error"]["code"], json!(REQUEST_TIMEOUT));
+        assert_eq!(e["error"]["data"]["a"], json!(1));
+    }
+}

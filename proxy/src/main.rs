@@ -1,0 +1,75 @@
+//! `berth-proxy`: the MCP proxy binary. Parses flags, sets up tracing, runs the library.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use berth_crds::{ProxyConfig, Transport, UpstreamEndpoint};
+use clap::Parser;
+
+/// Berth MCP proxy: one long-lived upstream session, budgets, per-call outcome metrics.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Proxy config file (YAML, the format the operator renders into the ConfigMap).
+    #[arg(long, env = "BERTH_PROXY_CONFIG", conflicts_with = "upstream_url")]
+    config: Option<PathBuf>,
+    /// Upstream Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp (instead of --config).
+    #[arg(long)]
+    upstream_url: Option<String>,
+    /// Address to serve MCP on; overrides the config file.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Address to serve /metrics, /healthz and /readyz on; overrides the config file.
+    #[arg(long)]
+    admin_listen: Option<String>,
+}
+
+fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
+    let mut config = match (&args.config, &args.upstream_url) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("failed to read {}", path.display()))?;
+            ProxyConfig::from_yaml(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        (None, Some(url)) => ProxyConfig {
+            listen: "127.0.0.1:8080".into(),
+            admin_listen: "127.0.0.1:9090".into(),
+            upstream: UpstreamEndpoint {
+                transport: Transport::StreamableHttp,
+                url: Some(url.clone()),
+            },
+            session: Default::default(),
+            tools_probe: Default::default(),
+            timeouts: Default::default(),
+        },
+        (None, None) => anyhow::bail!("one of --config or --upstream-url is required"),
+    };
+    if let Some(listen) = &args.listen {
+        config.listen.clone_from(listen);
+    }
+    if let Some(admin) = &args.admin_listen {
+        config.admin_listen.clone_from(admin);
+    }
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    berth_proxy::install_crypto_provider();
+    let args = Args::parse();
+    let config = config_from(&args)?;
+    let running = berth_proxy::start(&config).await?;
+    let shutdown = running.shutdown_token();
+    tokio::spawn(async move {
+        let _ = tokio::signal::ctrl_c().await;
+        shutdown.cancel();
+    });
+    running.wait().await;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The proxy's Prometheus metrics. Every name here is listed in `docs/metrics.md`.
+//!
+//! Label values are bounded and known at review time: tool names come only from the upstream's
+//! discovered tool list (at most [`MAX_TOOL_LABELS`], otherwise `other`), methods from the MCP
+//! method set (otherwise `other`). Never a session id, request id, URL or error text.
+
+use std::collections::HashSet;
+use std::sync::RwLock;
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
+};
+
+use crate::outcome::Outcome;
+
+/// Most distinct tool names used as label values; further tools count as `other`.
+pub const MAX_TOOL_LABELS: usize = 256;
+
+/// Label value for a tool or method outside the known set.
+pub const OTHER: &str = "other";
+
+/// MCP request methods used verbatim as `method` label values.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// Handles to every proxy metric, registered in one [`Registry`].
+pub struct Metrics {
+    registry: Registry,
+    tool_names: RwLock<HashSet<String>>,
+    /// `berth_proxy_tool_calls_total{tool,outcome}`.
+    pub tool_calls: IntCounterVec,
+    /// `berth_proxy_tool_call_duration_seconds{tool,outcome}`.
+    pub tool_call_duration: HistogramVec,
+    /// `berth_proxy_requests_total{method,outcome}`: every forwarded request.
+    pub requests: IntCounterVec,
+    /// `berth_proxy_upstream_ready`: 1 while an upstream session is initialized (and tools are
+    /// listed, unless the probe policy is `Never`).
+    pub upstream_ready: IntGauge,
+    /// `berth_proxy_upstream_handshakes_total{result}`: `ok`, `error`, `timeout`.
+    pub upstream_handshakes: IntCounterVec,
+    /// `berth_proxy_upstream_session_losses_total`: upstream sessions the upstream forgot.
+    pub upstream_session_losses: IntCounter,
+    /// `berth_proxy_tools_discovered`: tools in the last upstream tool list.
+    pub tools_discovered: IntGauge,
+    /// `berth_proxy_downstream_sessions`: live client sessions.
+    pub downstream_sessions: IntGauge,
+    /// `berth_proxy_downstream_sessions_expired_total`: client sessions ended by idle expiry.
+    pub downstream_sessions_expired: IntCounter,
+    /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
+    pub invalid_messages: IntCounterVec,
+}
+
+impl Metrics {
+    /// Creates and registers every metric, plus `berth_build_info{version,component}`.
+    ///
+    /// # Panics
+    /// Never in practice: names and label sets are constants and registered once per registry.
+    #[allow(clippy::expect_used)]
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let buckets = vec![
+            0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+        ];
+        let tool_calls = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_tool_calls_total",
+                "tools/call requests by tool and outcome",
+            ),
+            &["tool", "outcome"],
+        )
+        .expect("valid metric");
+        let tool_call_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "berth_proxy_tool_call_duration_seconds",
+                "tools/call duration from receipt to final response",
+            )
+            .buckets(buckets),
+            &["tool", "outcome"],
+        )
+        .expect("valid metric");
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_requests_total",
+                "forwarded requests by method and outcome",
+            ),
+            &["method", "outcome"],
+        )
+        .expect("valid metric");
+        let upstream_ready = IntGauge::new(
+            "berth_proxy_upstream_ready",
+            "1 while the upstream session is initialized and tools are listed",
+        )
+        .expect("valid metric");
+        let upstream_handshakes = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_upstream_handshakes_total",
+                "upstream MCP handshakes by result",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let upstream_session_losses = IntCounter::new(
+            "berth_proxy_upstream_session_losses_total",
+            "upstream sessions the upstream reported unknown",
+        )
+        .expect("valid metric");
+        let tools_discovered = IntGauge::new(
+            "berth_proxy_tools_discovered",
+            "tools in the last upstream tool list",
+        )
+        .expect("valid metric");
+        let downstream_sessions = IntGauge::new(
+            "berth_proxy_downstream_sessions",
+            "live downstream client sessions",
+        )
+        .expect("valid metric");
+        let downstream_sessions_expired = IntCounter::new(
+            "berth_proxy_downstream_sessions_expired_total",
+            "downstream sessions ended by idle expiry",
+        )
+        .expect("valid metric");
+        let invalid_messages = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_invalid_messages_total",
+                "client messages refused before forwarding, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let build_info = IntGaugeVec::new(
+            Opts::new("berth_build_info", "build information; always 1"),
+            &["version", "component"],
+        )
+        .expect("valid metric");
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), "proxy"])
+            .set(1);
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(tool_calls.clone()),
+            Box::new(tool_call_duration.clone()),
+            Box::new(requests.clone()),
+            Box::new(upstream_ready.clone()),
+            Box::new(upstream_handshakes.clone()),
+            Box::new(upstream_session_losses.clone()),
+            Box::new(tools_discovered.clone()),
+            Box::new(downstream_sessions.clone()),
+            Box::new(downstream_sessions_expired.clone()),
+            Box::new(invalid_messages.clone()),
+            Box::new(build_info),
+        ];
+        for collector in collectors {
+            registry.register(collector).expect("unique metric");
+        }
+        Self {
+            registry,
+            tool_names: RwLock::new(HashSet::new()),
+            tool_calls,
+            tool_call_duration,
+            requests,
+            upstream_ready,
+            upstream_handshakes,
+            upstream_session_losses,
+            tools_discovered,
+            downstream_sessions,
+            downstream_sessions_expired,
+            invalid_messages,
+        }
+    }
+
+    /// Replaces the set of tool names allowed as label values with the upstream's tool list
+    /// (the first [`MAX_TOOL_LABELS`] names).
+    pub fn set_tool_names<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let names: HashSet<String> = names
+            .into_iter()
+            .take(MAX_TOOL_LABELS)
+            .map(str::to_owned)
+            .collect();
+        self.tools_discovered
+            .set(i64::try_from(names.len()).unwrap_or(i64::MAX));
+        if let Ok(mut guard) = self.tool_names.write() {
+            *guard = names;
+        }
+    }
+
+    /// The label value for a tool name: the name if discovered, else [`OTHER`].
+    pub fn tool_label(&self, name: &str) -> String {
+        match self.tool_names.read() {
+            Ok(names) if names.contains(name) => name.to_owned(),
+            _ => OTHER.to_owned(),
+        }
+    }
+
+    /// Records the end of one forwarded request; for `tools/call` also the per-tool metrics.
+    pub fn record(&self, method: &str, tool: Option<&str>, outcome: Outcome, elapsed: Duration) {
+        let method_label = if KNOWN_METHODS.contains(&method) {
+            method
+        } else {
+            OTHER
+        };
+        self.requests
+            .with_label_values(&[method_label, outcome.as_label()])
+            .inc();
+        if method == "tools/call" {
+            let tool = self.tool_label(tool.unwrap_or(OTHER));
+            self.tool_calls
+                .with_label_values(&[tool.as_str(), outcome.as_label()])
+                .inc();
+            self.tool_call_duration
+                .with_label_values(&[tool.as_str(), outcome.as_label()])
+                .observe(elapsed.as_secs_f64());
+        }
+    }
+
+    /// Renders every metric in the Prometheus text format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        if TextEncoder::new()
+            .encode(&self.registry.gather(), &mut buffer)
+            .is_err()
+        {
+            return String::new();
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_label_unknown_tool_is_other() {
+        let m = Metrics::new();
+        m.set_tool_names(["echo"]);
+        assert_eq!(m.tool_label("echo"), "echo");
+        assert_eq!(m.tool_label("session-1234"), OTHER);
+    }
+
+    #[test]
+    fn tool_names_are_capped() {
+        let m = Metrics::new();
+        let names: Vec<String> = (0..MAX_TOOL_LABELS + 10).map(|i| format!("t{i}")).collect();
+        m.set_tool_names(names.iter().map(String::as_str));
+        assert_eq!(m.tools_discovered.get(), MAX_TOOL_LABELS as i64);
+    }
+
+    #[test]
+    fn record_tool_error_counts_once_under_tool_error() {
+        let m = Metrics::new();
+        m.set_tool_names(["echo"]);
+        m.record(
+            "tools/call",
+            Some("echo"),
+            Outcome::ToolError,
+            Duration::from_millis(3),
+        );
+        let text = m.render();
+        assert!(
+            text.contains(r#"berth_proxy_tool_calls_total{outcome="tool_error",tool="echo"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"outcome="ok""#), "{text}");
+    }
+
+    #[test]
+    fn record_unknown_method_is_other() {
+        let m = Metrics::new();
+        m.record("x/secret-42", None, Outcome::Ok, Duration::ZERO);
+        assert!(
+            m.render()
+                .contains(r#"berth_proxy_requests_total{method="other",outcome="ok"} 1"#)
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! Wiring: the shared [`Proxy`] state, the two listeners, and orderly shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::metrics::Metrics;
+use crate::sessions::Sessions;
+use crate::upstream::{HttpUpstream, Upstream, UpstreamError};
+
+/// A proxy that cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration is unusable.
+    #[error("invalid proxy config")]
+    Config(#[from] ProxyConfigError),
+    /// The upstream client cannot be built.
+    #[error("invalid upstream settings")]
+    Upstream(#[from] UpstreamError),
+    /// A listen address cannot be bound.
+    #[error("failed to bind {addr}")]
+    Bind {
+        /// The address from the config.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The configured session strategy is not served by this proxy version.
+    #[error(
+        "session.strategy {0:?} is not supported for StreamableHttp upstreams by this proxy version"
+    )]
+    UnsupportedStrategy(SessionStrategy),
+}
+
+/// State shared by every handler.
+pub struct Proxy {
+    /// The shared upstream session.
+    pub upstream: Arc<Upstream>,
+    /// Downstream sessions.
+    pub sessions: Sessions,
+    /// Metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// `timeouts.call`.
+    pub call_budget: Duration,
+    /// `timeouts.connect`.
+    pub connect_budget: Duration,
+}
+
+/// A started proxy.
+pub struct RunningProxy {
+    /// Where MCP is served.
+    pub mcp_addr: SocketAddr,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served.
+    pub admin_addr: SocketAddr,
+    /// The shared state (for tests and embedding).
+    pub proxy: Arc<Proxy>,
+    shutdown: CancellationToken,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningProxy {
+    /// Stops serving, closes the upstream session, and waits for the servers to end.
+    pub async fn shutdown(self) {
+        self.shutdown.cancel();
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until `shutdown` fires or a server ends.
+    pub async fn wait(self) {
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// The token that stops this proxy.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+async fn bind(addr: &str) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| StartError::Bind {
+            addr: addr.to_owned(),
+            source,
+        })
+}
+
+/// Checks `config`, binds its listen addresses and starts serving.
+///
+/// # Errors
+/// [`StartError`] for an unusable config or an address that cannot be bound.
+pub async fn start(config: &ProxyConfig) -> Result<RunningProxy, StartError> {
+    config.check()?;
+    let mcp = bind(&config.listen).await?;
+    let admin = bind(&config.admin_listen).await?;
+    start_on(config, mcp, admin).await
+}
+
+/// Starts serving on listeners the caller bound (tests bind `127.0.0.1:0`).
+///
+/// # Errors
+/// [`StartError`] for an unusable config.
+pub async fn start_on(
+    config: &ProxyConfig,
+    mcp: TcpListener,
+    admin: TcpListener,
+) -> Result<RunningProxy, StartError> {
+    config.check()?;
+    if config.session.strategy != SessionStrategy::Shared {
+        return Err(StartError::UnsupportedStrategy(config.session.strategy));
+    }
+    let connect_budget = config.timeouts.connect()?;
+    let call_budget = config.timeouts.call()?;
+    let idle_timeout = config.session.idle_timeout()?;
+    let url = config.upstream.url.as_deref().unwrap_or_default();
+    let http = HttpUpstream::new(url, connect_budget)?;
+    let shutdown = CancellationToken::new();
+    let metrics = Arc::new(Metrics::new());
+    let upstream = Upstream::spawn(
+        http,
+        connect_budget,
+        config.tools_probe.clone(),
+        call_budget,
+        Arc::clone(&metrics),
+        shutdown.clone(),
+    );
+    let proxy = Arc::new(Proxy {
+        upstream,
+        sessions: Sessions::new(idle_timeout),
+        metrics,
+        call_budget,
+        connect_budget,
+    });
+    let mcp_addr = local_addr(&mcp, &config.listen)?;
+    let admin_addr = local_addr(&admin, &config.admin_listen)?;
+    let tasks = vec![
+        serve(
+            mcp,
+            crate::front::router(Arc::clone(&proxy)),
+            shutdown.clone(),
+        ),
+        serve(
+            admin,
+            crate::admin::router(Arc::clone(&proxy)),
+            shutdown.clone(),
+        ),
+        tokio::spawn(expire_sessions(
+            Arc::clone(&proxy),
+            idle_timeout,
+            shutdown.clone(),
+        )),
+    ];
+    tracing::info!(%mcp_addr, %admin_addr, upstream = url, "berth proxy serving");
+    Ok(RunningProxy {
+        mcp_addr,
+        admin_addr,
+        proxy,
+        shutdown,
+        tasks,
+    })
+}
+
+fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|source| StartError::Bind {
+        addr: configured.to_owned(),
+        source,
+    })
+}
+
+fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            tracing::error!(%error, "server failed");
+        }
+    })
+}
+
+async fn expire_sessions(proxy: Arc<Proxy>, idle_timeout: Duration, shutdown: CancellationToken) {
+    let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        let expired = proxy.sessions.expire_idle();
+        if expired > 0 {
+            proxy
+                .metrics
+                .downstream_sessions_expired
+                .inc_by(expired as u64);
+            proxy
+                .metrics
+                .downstream_sessions
+                .set(proxy.sessions.len() as i64);
+            tracing::info!(expired, "downstream sessions expired");
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The Streamable HTTP client side: one POST carrying one JSON-RPC message to the upstream, and
+//! its reply as JSON, an SSE stream of messages, or `202 Accepted`.
+//!
+//! Source: MCP 2025-06-18, "Transports: Streamable HTTP" (§ Sending Messages to the Server,
+//! § Session Management). No timeout lives here: callers enforce every budget around these
+//! futures, so a black-holed upstream cannot stretch them (DESIGN.md, failure 4).
+
+use std::time::Duration;
+
+use futures::stream::{BoxStream, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::Value;
+use sse_stream::SseByteStream;
+
+use super::UpstreamError;
+
+/// Header carrying the MCP session id (MCP 2025-06-18, "Session Management").
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// Header carrying the negotiated protocol version on every request after `initialize`.
+pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// Most bytes of an upstream error body kept for logs and client messages.
+pub const ERROR_BODY_LIMIT: usize = 512;
+
+/// The upstream's reply to one POST.
+pub enum Reply {
+    /// `202 Accepted`: the message was a notification or response.
+    Accepted,
+    /// `application/json`: exactly one JSON-RPC message.
+    Json(Value),
+    /// `text/event-stream`: JSON-RPC messages in order, the final response last.
+    Stream(BoxStream<'static, Result<Value, UpstreamError>>),
+}
+
+/// A Streamable HTTP endpoint of an upstream MCP server.
+#[derive(Clone, Debug)]
+pub struct HttpUpstream {
+    client: reqwest::Client,
+    url: reqwest::Url,
+}
+
+impl HttpUpstream {
+    /// Creates a client for `url`. `connect` bounds the TCP (and TLS) connect only.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Config`] for a malformed URL or an HTTP client that cannot be built.
+    pub fn new(url: &str, connect: Duration) -> Result<Self, UpstreamError> {
+        let url = reqwest::Url::parse(url)
+            .map_err(|e| UpstreamError::Config(format!("invalid upstream url: {e}")))?;
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect)
+            .build()
+            .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
+        Ok(Self { client, url })
+    }
+
+    /// The endpoint URL.
+    pub fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    /// POSTs one JSON-RPC message; returns the reply and the `Mcp-Session-Id` response header.
+    ///
+    /// # Errors
+    /// [`UpstreamError::SessionLost`] when `session` was sent and the upstream answered 404, or
+    /// 400 with a body that speaks of the session (the Node SDK's answer for an unknown session);
+    /// [`UpstreamError::Status`] for any other non-2xx; [`UpstreamError::Send`] when the request
+    /// could not be sent; [`UpstreamError::Malformed`] for an unusable body.
+    ///
+    /// # Cancellation
+    /// Cancel-safe: dropping the future abandons the HTTP request.
+    pub async fn post(
+        &self,
+        message: &Value,
+        session: Option<&str>,
+        protocol_version: Option<&str>,
+    ) -> Result<(Reply, Option<String>), UpstreamError> {
+        let mut request = self
+            .client
+            .post(self.url.clone())
+            .headers(headers(session, protocol_version))
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(serde_json::to_vec(message).map_err(UpstreamError::Encode)?);
+        if let Some(session) = session {
+            request = request.header(SESSION_HEADER, session);
+        }
+        let response = request.send().await.map_err(UpstreamError::Send)?;
+        let status = response.status();
+        let session_id = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if !status.is_success() {
+            let body = error_body(response).await;
+            let lost = session.is_some()
+                && (status == reqwest::StatusCode::NOT_FOUND
+                    || (status == reqwest::StatusCode::BAD_REQUEST
+                        && body.to_ascii_lowercase().contains("session")));
+            return Err(if lost {
+                UpstreamError::SessionLost
+            } else {
+                UpstreamError::Status {
+                    status: status.as_u16(),
+                    body,
+                }
+            });
+        }
+        if status == reqwest::StatusCode::ACCEPTED {
+            return Ok((Reply::Accepted, session_id));
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") {
+            Ok((Reply::Stream(sse_messages(response)), session_id))
+        } else if content_type.starts_with("application/json") {
+            let bytes = response.bytes().await.map_err(UpstreamError::Read)?;
+            let value = serde_json::from_slice(&bytes)
+                .map_err(|e| UpstreamError::Malformed(format!("invalid JSON body: {e}")))?;
+            Ok((Reply::Json(value), session_id))
+        } else {
+            Err(UpstreamError::Malformed(format!(
+                "unexpected content type {content_type:?}"
+            )))
+        }
+    }
+
+    /// Ends an upstream session with `DELETE` (best effort; errors are returned, not retried).
+    ///
+    /// # Errors
+    /// [`UpstreamError::Send`] when the request could not be sent.
+    pub async fn delete(&self, session: &str) -> Result<(), UpstreamError> {
+        self.client
+            .delete(self.url.clone())
+            .header(SESSION_HEADER, session)
+            .send()
+            .await
+            .map_err(UpstreamError::Send)?;
+        Ok(())
+    }
+}
+
+fn headers(session: Option<&str>, protocol_version: Option<&str>) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if let (Some(_), Some(version)) = (session, protocol_version)
+        && let Ok(value) = HeaderValue::from_str(version)
+    {
+        headers.insert(PROTOCOL_VERSION_HEADER, value);
+    }
+    headers
+}
+
+async fn error_body(response: reqwest::Response) -> String {
+    let bytes = response.bytes().await.unwrap_or_default();
+    let end = bytes.len().min(ERROR_BODY_LIMIT);
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Turns an SSE response into JSON-RPC messages. Events without data (priming events,
+/// comments) are skipped; an event whose data is not JSON ends the stream with an error.
+fn sse_messages(response: reqwest::Response) -> BoxStream<'static, Result<Value, UpstreamError>> {
+    SseByteStream::new(response.bytes_stream())
+        .filter_map(|event| async move {
+            match event {
+                Err(e) => Some(Err(UpstreamError::Malformed(format!(
+                    "broken SSE stream: {e}"
+                )))),
+                Ok(sse) => match sse.data.as_deref().map(str::trim) {
+                    None | Some("") => None,
+                    Some(data) => Some(serde_json::from_str(data).map_err(|e| {
+                        UpstreamError::Malformed(format!("SSE event is not JSON: {e}"))
+                    })),
+                },
+            }
+        })
+        .boxed()
+}

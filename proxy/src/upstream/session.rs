@@ -1,0 +1,172 @@
+//! One upstream MCP session: its handshake, its id, and request-id allocation.
+//!
+//! Source: MCP 2025-06-18, "Lifecycle" (initialize, then `notifications/initialized`) and
+//! "Transports: Streamable HTTP / Session Management".
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::UpstreamError;
+use super::http::{HttpUpstream, Reply};
+
+/// Protocol revisions that have an `initialize` handshake, oldest first.
+pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The revision the proxy asks the upstream for: the newest with an `initialize` handshake.
+pub const REQUESTED_VERSION: &str = "2025-11-25";
+
+/// An initialized upstream session.
+#[derive(Debug)]
+pub struct UpstreamSession {
+    http: HttpUpstream,
+    id: Option<String>,
+    protocol_version: String,
+    initialize_result: Value,
+    next_request_id: AtomicU64,
+    lost: AtomicBool,
+}
+
+impl UpstreamSession {
+    /// Runs the MCP handshake: `initialize` without a session header, then
+    /// `notifications/initialized` on the new session. The session exists only once both
+    /// succeeded, so no caller can see a half-initialized session.
+    ///
+    /// # Errors
+    /// Any [`UpstreamError`] from either step; [`UpstreamError::Handshake`] when the upstream
+    /// answers with an error or a protocol revision without a handshake.
+    ///
+    /// # Cancellation
+    /// Applies no timeout itself; callers wrap it in the connect budget. Dropping it abandons
+    /// the handshake and leaves no session behind on the proxy's side.
+    pub async fn handshake(http: HttpUpstream) -> Result<Self, UpstreamError> {
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": REQUESTED_VERSION,
+                "capabilities": {},
+                "clientInfo": { "name": "berth-proxy", "version": env!("CARGO_PKG_VERSION") },
+            },
+        });
+        let (reply, id) = http.post(&request, None, None).await?;
+        let response = final_response(reply, &json!(0)).await?;
+        if let Some(error) = response.get("error") {
+            return Err(UpstreamError::Handshake(format!(
+                "initialize failed: {error}"
+            )));
+        }
+        let result = response
+            .get("result")
+            .cloned()
+            .ok_or_else(|| UpstreamError::Handshake("initialize result missing".into()))?;
+        let protocol_version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !HANDSHAKE_VERSIONS.contains(&protocol_version.as_str()) {
+            return Err(UpstreamError::Handshake(format!(
+                "upstream chose unsupported protocol version {protocol_version:?}"
+            )));
+        }
+        let session = Self {
+            http,
+            id,
+            protocol_version,
+            initialize_result: result,
+            next_request_id: AtomicU64::new(1),
+            lost: AtomicBool::new(false),
+        };
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        session.send(&initialized).await?;
+        Ok(session)
+    }
+
+    /// The upstream's `Mcp-Session-Id`, `None` for a server that runs without sessions.
+    pub fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+
+    /// The protocol revision negotiated with the upstream, e.g. `2025-06-18`.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// The upstream's `InitializeResult` (capabilities, serverInfo, instructions).
+    pub fn initialize_result(&self) -> &Value {
+        &self.initialize_result
+    }
+
+    /// A JSON-RPC request id never used before on this session.
+    pub fn next_request_id(&self) -> u64 {
+        self.next_request_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether the upstream has reported this session unknown.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Sends one message on this session.
+    ///
+    /// # Errors
+    /// As [`HttpUpstream::post`]; a [`UpstreamError::SessionLost`] also marks the session lost.
+    pub async fn send(&self, message: &Value) -> Result<Reply, UpstreamError> {
+        let result = self
+            .http
+            .post(message, self.id(), Some(&self.protocol_version))
+            .await;
+        if matches!(result, Err(UpstreamError::SessionLost)) {
+            self.lost.store(true, Ordering::Relaxed);
+        }
+        result.map(|(reply, _)| reply)
+    }
+
+    /// Sends a request built from `method` and `params` under a fresh id and returns its final
+    /// response, ignoring notifications that arrive before it. Used for the proxy's own
+    /// requests (tools probe).
+    ///
+    /// # Errors
+    /// As [`Self::send`], plus [`UpstreamError::Malformed`] when no response arrives.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, UpstreamError> {
+        let id = json!(self.next_request_id());
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let reply = self.send(&message).await?;
+        final_response(reply, &id).await
+    }
+
+    /// Ends the session upstream with `DELETE` (best effort).
+    pub async fn close(&self) {
+        if let Some(id) = &self.id
+            && let Err(error) = self.http.delete(id).await
+        {
+            tracing::debug!(%error, "failed to delete upstream session");
+        }
+    }
+}
+
+/// Waits for the response with `id` in a reply.
+async fn final_response(reply: Reply, id: &Value) -> Result<Value, UpstreamError> {
+    match reply {
+        Reply::Json(value) if value.get("id") == Some(id) => Ok(value),
+        Reply::Json(_) => Err(UpstreamError::Malformed(
+            "response id does not match".into(),
+        )),
+        Reply::Accepted => Err(UpstreamError::Malformed("request answered with 202".into())),
+        Reply::Stream(mut stream) => {
+            while let Some(message) = stream.next().await {
+                let message = message?;
+                let is_response = message.get("result").is_some() || message.get("error").is_some();
+                if is_response && message.get("id") == Some(id) {
+                    return Ok(message);
+                }
+            }
+            Err(UpstreamError::Malformed(
+                "stream ended before the response".into(),
+            ))
+        }
+    }
+}

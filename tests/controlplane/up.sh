@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Usage: up.sh STATE_DIR
+#
+# Starts a throwaway Kubernetes control plane for tests: etcd,
+# kube-apiserver and kube-controller-manager, all on 127.0.0.1 with free
+# ports, so several instances (different STATE_DIRs) can run at once.
+# No scheduler and no kubelet: Pods are created but stay Pending.
+#
+# STATE_DIR receives: pki/ (certificates), etcd/ (data), *.log, pids,
+# kubeconfig (admin, certificates embedded) and env (shell exports).
+# Prints the kubeconfig path on stdout. Stop it with down.sh STATE_DIR.
+#
+# Environment: BERTH_CP_TIMEOUT (startup deadline in s, default 120),
+# BERTH_CACHE_DIR (see build.sh).
+set -euo pipefail
+
+me=up.sh
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+[[ $# -eq 1 && -n $1 ]] || { echo "usage: $0 STATE_DIR" >&2; exit 2; }
+mkdir -p "$1"
+state=$(cd "$1" && pwd -P)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
+timeout=${BERTH_CP_TIMEOUT:-120}
+command -v openssl >/dev/null || { log "openssl is required"; exit 1; }
+command -v curl >/dev/null || { log "curl is required"; exit 1; }
+
+# Refuse to start over a running instance.
+if [[ -f $state/pids ]]; then
+  while read -r name pid; do
+    if alive "$pid" && ours "$pid"; then
+      log "$name is already running from $state (pid $pid); run down.sh first"
+      exit 1
+    fi
+  done < "$state/pids"
+fi
+# Fresh state each time; only remove what this script creates.
+rm -rf "$state/etcd" "$state/pki" "$state/pids" "$state/kubeconfig" "$state/env" \
+  "$state/etcd.log" "$state/kube-apiserver.log" "$state/kube-controller-manager.log"
+
+bin=$("$here/build.sh" | tail -n 1)
+[[ -x $bin/kube-apiserver ]] || { log "build.sh did not produce binaries"; exit 1; }
+t0=$(date +%s)
+
+# On any failure: show the relevant log, stop what was started.
+ok=0 failed_log=""
+on_exit() {
+  [[ $ok == 1 ]] && return
+  if [[ -n $failed_log && -f $failed_log ]]; then
+    log "last lines of $failed_log:"
+    tail -n 40 "$failed_log" >&2
+  fi
+  stop_all
+  log "failed"
+}
+trap on_exit EXIT
+
+# --- Certificates -------------------------------------------------------------
+# RSA keys via genpkey are PKCS#8, which kube-rs/rustls accepts (not SEC1 EC).
+pki="$state/pki"
+mkdir -p "$pki"
+(
+  cd "$pki"
+  umask 077
+  key() { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null; }
+  # sign NAME SUBJECT EXTENSIONS: NAME.crt signed by the CA.
+  sign() {
+    key "$1.key"
+    openssl req -new -key "$1.key" -subj "$2" -out "$1.csr"
+    printf '%s\n' "$3" > "$1.ext"
+    openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 30 -sha256 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+    rm -f "$1.csr" "$1.ext"
+  }
+  key ca.key
+  openssl req -x509 -new -key ca.key -subj "/CN=berth-test-ca" -days 30 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" -out ca.crt
+  sign apiserver "/CN=kube-apiserver" "$(printf '%s\n' \
+    "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth" \
+    "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc")"
+  sign admin "/O=system:masters/CN=admin" "$(printf '%s\n' \
+    "basicConstraints=critical,CA:FALSE" \
+    "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=clientAuth")"
+  # Service-account token signing key pair.
+  key sa.key
+  openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+)
+
+# --- Ports --------------------------------------------------------------------
+# Random ports below the usual ephemeral range (32768+); a port that accepts a
+# connection is taken. A lost race with another process shows up as
+# "address already in use" and is retried with new ports below.
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+picked=" "
+pick_port() {
+  local p
+  while :; do
+    p=$((15000 + RANDOM % 17000))
+    [[ $picked == *" $p "* ]] && continue
+    port_in_use "$p" && continue
+    picked+="$p "
+    echo "$p"
+    return
+  done
+}
+
+b64() { base64 < "$1" | tr -d '\n'; }
+write_kubeconfig() {
+  cat > "$state/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: berth-test
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $(b64 "$pki/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(b64 "$pki/admin.crt")
+    client-key-data: $(b64 "$pki/admin.key")
+contexts:
+- name: berth-test
+  context:
+    cluster: berth-test
+    user: admin
+current-context: berth-test
+EOF
+  chmod 600 "$state/kubeconfig"
+}
+
+# start NAME ARGS...: run $bin/NAME in the background, log to NAME.log, record
+# the PID. stdin/stdout are detached so callers capturing our output don't hang.
+start() {
+  local name=$1; shift
+  "$bin/$name" "$@" < /dev/null >> "$state/$name.log" 2>&1 &
+  echo "$name $!" >> "$state/pids"
+  last_pid=$!
+}
+
+# wait_until NAME PID CHECK...: poll CHECK until it succeeds. Returns 1 on
+# timeout or if the process exits, 3 if it died because its port was taken.
+deadline=$((t0 + timeout))
+wait_until() {
+  local name=$1 pid=$2; shift 2
+  failed_log="$state/$name.log"
+  while :; do
+    if ! alive "$pid"; then
+      if grep -q 'address already in use' "$failed_log" 2>/dev/null; then return 3; fi
+      log "$name exited during startup"
+      return 1
+    fi
+    if "$@" > /dev/null 2>&1; then failed_log=""; return 0; fi
+    if (($(date +%s) >= deadline)); then
+      log "$name not healthy after ${timeout}s"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
+apiserver_ready() {
+  [[ $(curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+    "https://127.0.0.1:$api_port/readyz") == ok ]]
+}
+# The KCM serves a self-signed certificate; /healthz needs no credentials.
+kcm_healthy() { [[ $(curl -sfk "https://127.0.0.1:$kcm_port/healthz") == ok ]]; }
+
+# start_all: one attempt at starting the three components (returns as
+# wait_until does). Plain `|| return` because set -e is off inside `if`.
+start_all() {
+  etcd_port=$(pick_port) peer_port=$(pick_port) api_port=$(pick_port) kcm_port=$(pick_port)
+  write_kubeconfig
+  log "ports: etcd=$etcd_port peer=$peer_port apiserver=$api_port kcm=$kcm_port"
+
+  local etcd_url="http://127.0.0.1:$etcd_port" peer_url="http://127.0.0.1:$peer_port"
+  start etcd \
+    --name=default \
+    --data-dir="$state/etcd" \
+    --listen-client-urls="$etcd_url" --advertise-client-urls="$etcd_url" \
+    --listen-peer-urls="$peer_url" --initial-advertise-peer-urls="$peer_url" \
+    --initial-cluster="default=$peer_url" \
+    --unsafe-no-fsync=true \
+    --log-level=warn
+  wait_until etcd "$last_pid" etcd_healthy || return
+
+  # ServiceAccount admission stays enabled (as in real clusters): the KCM
+  # creates each namespace's "default" ServiceAccount, and the plugin retries
+  # its lookup for a moment while a new namespace gets one.
+  start kube-apiserver \
+    --etcd-servers="$etcd_url" \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --authorization-mode=RBAC \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --service-account-issuer="https://127.0.0.1:$api_port" \
+    --service-account-key-file="$pki/sa.pub" \
+    --service-account-signing-key-file="$pki/sa.key" \
+    --allow-privileged=true
+  wait_until kube-apiserver "$last_pid" apiserver_ready || return
+
+  # All default controllers, incl. garbage collector, deployment, replicaset,
+  # namespace and service-account controllers.
+  start kube-controller-manager \
+    --kubeconfig="$state/kubeconfig" \
+    --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port="$kcm_port" \
+    --controllers='*' \
+    --use-service-account-credentials=false \
+    --service-account-private-key-file="$pki/sa.key" \
+    --root-ca-file="$pki/ca.crt" \
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key"
+  wait_until kube-controller-manager "$last_pid" kcm_healthy || return
+}
+
+for attempt in 1 2 3; do
+  rc=0
+  start_all || rc=$?
+  ((rc == 0)) && break
+  if ((rc == 3 && attempt < 3)); then
+    log "port clash, retrying with other ports"
+    stop_all
+    rm -rf "$state/etcd"
+    failed_log=""
+    continue
+  fi
+  exit 1
+done
+
+cat > "$state/env" <<EOF
+export KUBECONFIG='$state/kubeconfig'
+export BERTH_CP_BIN='$bin'
+export BERTH_CP_SERVER='https://127.0.0.1:$api_port'
+EOF
+ok=1
+log "control plane up in $(($(date +%s) - t0))s: https://127.0.0.1:$api_port"
+log "  export KUBECONFIG=$state/kubeconfig"
+log "  kubectl: $bin/kubectl   (or: source $state/env)"
+log "  stop:    $here/down.sh $state"
+echo "$state/kubeconfig"

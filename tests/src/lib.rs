@@ -1,1 +1,48 @@
-//! placeholder
+//! End-to-end test harness: real MCP servers on loopback, the proxy in-process, a counting tap
+//! between them, and (in `cluster`) the real local control plane with the operator.
+//!
+//! Everything binds 127.0.0.1 only. Every wait has a deadline.
+
+pub mod peers;
+pub mod proxy;
+pub mod tap;
+
+use std::time::Duration;
+
+/// Polls `check` until it returns `Some` or `deadline` passes.
+///
+/// # Panics
+/// When the deadline passes, with `what` in the message.
+pub async fn wait_for<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if tokio::time::Instant::now() >= end {
+            panic!("timed out after {deadline:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; fine for test servers started next).
+///
+/// # Panics
+/// If no port can be bound.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// The repository root.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}

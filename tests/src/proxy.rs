@@ -1,0 +1,162 @@
+//! The berth proxy started in-process on loopback, and small raw-HTTP client helpers.
+
+use std::time::Duration;
+
+use berth_crds::{ProxyConfig, Transport, UpstreamEndpoint};
+use berth_proxy::RunningProxy;
+use serde_json::{Value, json};
+
+use crate::wait_for;
+
+/// A proxy config for `upstream_url` on loopback with the given call timeout.
+pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
+    let mut config = ProxyConfig {
+        listen: "127.0.0.1:0".into(),
+        admin_listen: "127.0.0.1:0".into(),
+        upstream: UpstreamEndpoint {
+            transport: Transport::StreamableHttp,
+            url: Some(upstream_url.to_owned()),
+        },
+        session: Default::default(),
+        tools_probe: Default::default(),
+        timeouts: Default::default(),
+    };
+    config.timeouts.call = berth_crds::DurationString::new(call_timeout);
+    config
+}
+
+/// Starts the proxy and waits until `/readyz` says ready.
+///
+/// # Panics
+/// When it cannot start or is not ready within 30 s.
+pub async fn start_ready(config: &ProxyConfig) -> RunningProxy {
+    berth_proxy::install_crypto_provider();
+    let running = berth_proxy::start(config).await.expect("proxy starts");
+    let ready = format!("http://{}/readyz", running.admin_addr);
+    wait_for("proxy readiness", Duration::from_secs(30), || {
+        let ready = ready.clone();
+        async move {
+            let status = reqwest::get(&ready).await.ok()?.status();
+            status.is_success().then_some(())
+        }
+    })
+    .await;
+    running
+}
+
+/// The MCP endpoint URL of a running proxy.
+pub fn mcp_url(running: &RunningProxy) -> String {
+    format!("http://{}/mcp", running.mcp_addr)
+}
+
+/// The `/metrics` text of a running proxy.
+///
+/// # Panics
+/// When the scrape fails.
+pub async fn scrape(running: &RunningProxy) -> String {
+    let url = format!("http://{}/metrics", running.admin_addr);
+    reqwest::get(url)
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("metrics body")
+}
+
+/// The value of the sample whose line starts with `series` (name and labels as rendered), or 0.
+pub fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A raw HTTP reply: status, `Mcp-Session-Id`, and the JSON-RPC messages of the body (one for
+/// JSON, each `data:` line for SSE).
+#[derive(Debug)]
+pub struct RawReply {
+    /// HTTP status.
+    pub status: u16,
+    /// `Mcp-Session-Id` response header.
+    pub session: Option<String>,
+    /// The messages in the body.
+    pub messages: Vec<Value>,
+}
+
+impl RawReply {
+    /// The last message (the final response of a request).
+    ///
+    /// # Panics
+    /// When the body had no message.
+    pub fn last(&self) -> &Value {
+        self.messages.last().expect("reply has a message")
+    }
+}
+
+/// POSTs a raw body to an MCP endpoint, as a Streamable HTTP client would.
+///
+/// # Panics
+/// When the request cannot be sent.
+pub async fn post_raw(url: &str, session: Option<&str>, body: &str) -> RawReply {
+    let client = reqwest::Client::new();
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("post");
+    let status = response.status().as_u16();
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().await.expect("body");
+    let messages = if text.trim_start().starts_with('{') {
+        vec![serde_json::from_str(&text).expect("json body")]
+    } else {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    };
+    RawReply {
+        status,
+        session,
+        messages,
+    }
+}
+
+/// `initialize` + `notifications/initialized`; returns the session id.
+///
+/// # Panics
+/// When the handshake fails.
+pub async fn open_session(url: &str) -> String {
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": { "name": "berth-tests", "version": "0" },
+        },
+    });
+    let reply = post_raw(url, None, &init.to_string()).await;
+    assert_eq!(reply.status, 200, "initialize: {reply:?}");
+    let session = reply.session.expect("session id");
+    let inited = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let reply = post_raw(url, Some(&session), &inited.to_string()).await;
+    assert_eq!(reply.status, 202);
+    session
+}
+
+/// A `tools/call` message.
+pub fn call(id: Value, tool: &str, arguments: Value) -> String {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": tool, "arguments": arguments },
+    })
+    .to_string()
+}

@@ -1,0 +1,187 @@
+//! The proxy in front of the real Node reference server (`@modelcontextprotocol/server-everything`),
+//! driven by a real MCP client (rmcp) and by raw Streamable HTTP where exact ids matter.
+
+use std::time::Duration;
+
+use berth_tests::proxy::{
+    call, config, mcp_url, open_session, post_raw, sample, scrape, start_ready,
+};
+use berth_tests::{peers, tap};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+
+fn args(value: Value) -> rmcp::model::JsonObject {
+    value.as_object().cloned().expect("object arguments")
+}
+
+#[tokio::test]
+async fn proxy_rmcp_client_lists_tools_and_calls_echo() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let transport = StreamableHttpClientTransport::from_uri(mcp_url(&proxy));
+    let client = ().serve(transport).await.expect("rmcp client connects through the proxy");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(
+        tools.iter().any(|t| t.name == "echo"),
+        "echo listed: {tools:?}"
+    );
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "hi"}))),
+        )
+        .await
+        .expect("tools/call");
+    let text = serde_json::to_value(&result.content).expect("content json");
+    assert_eq!(text[0]["text"], json!("Echo: hi"));
+    assert_ne!(result.is_error, Some(true));
+    let metrics = scrape(&proxy).await;
+    let ok = r#"berth_proxy_tool_calls_total{outcome="ok",tool="echo"}"#;
+    assert_eq!(sample(&metrics, ok), 1.0, "{metrics}");
+    client.cancel().await.expect("client closes");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn proxy_is_error_result_counts_as_tool_error_not_ok() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let transport = StreamableHttpClientTransport::from_uri(mcp_url(&proxy));
+    let client = ().serve(transport).await.expect("rmcp client connects");
+    // The reference server answers invalid arguments with a result carrying isError: true.
+    let result = client
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({}))))
+        .await
+        .expect("tools/call returns a result");
+    assert_eq!(
+        result.is_error,
+        Some(true),
+        "reference server reports a tool error"
+    );
+    let metrics = scrape(&proxy).await;
+    let tool_error = r#"berth_proxy_tool_calls_total{outcome="tool_error",tool="echo"}"#;
+    let ok = r#"berth_proxy_tool_calls_total{outcome="ok",tool="echo"}"#;
+    assert_eq!(sample(&metrics, tool_error), 1.0, "{metrics}");
+    assert_eq!(sample(&metrics, ok), 0.0, "{metrics}");
+    client.cancel().await.expect("client closes");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn proxy_two_clients_both_using_id_1_each_get_their_own_reply() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let a = open_session(&url).await;
+    let b = open_session(&url).await;
+    for round in 0..20 {
+        let msg_a = format!("from-a-{round}");
+        let msg_b = format!("from-b-{round}");
+        let body_a = call(json!(1), "echo", json!({ "message": msg_a }));
+        let body_b = call(json!(1), "echo", json!({ "message": msg_b }));
+        let (reply_a, reply_b) = tokio::join!(
+            post_raw(&url, Some(&a), &body_a),
+            post_raw(&url, Some(&b), &body_b),
+        );
+        assert_eq!(reply_a.last()["id"], json!(1));
+        assert_eq!(reply_b.last()["id"], json!(1));
+        assert_eq!(
+            reply_a.last()["result"]["content"][0]["text"],
+            json!(format!("Echo: {msg_a}"))
+        );
+        assert_eq!(
+            reply_b.last()["result"]["content"][0]["text"],
+            json!(format!("Echo: {msg_b}"))
+        );
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn proxy_many_clients_and_calls_upstream_sees_exactly_one_initialize() {
+    let server = peers::everything().await;
+    let tap = tap::start(&server.url).await;
+    let proxy = start_ready(&config(&tap.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let transport = StreamableHttpClientTransport::from_uri(url.clone());
+        clients.push(().serve(transport).await.expect("rmcp client connects"));
+    }
+    for (i, client) in clients.iter().enumerate() {
+        client.list_all_tools().await.expect("tools/list");
+        for n in 0..3 {
+            let message = format!("c{i}-{n}");
+            client
+                .call_tool(
+                    CallToolRequestParams::new("echo")
+                        .with_arguments(args(json!({ "message": message }))),
+                )
+                .await
+                .expect("tools/call");
+        }
+    }
+    let record = tap.record;
+    assert_eq!(record.count("initialize"), 1, "{:?}", record.entries());
+    assert_eq!(record.count("notifications/initialized"), 1);
+    assert_eq!(record.count("tools/call"), 12);
+    assert!(record.count("tools/list") >= 5, "probe + one per client");
+    let sessions: std::collections::HashSet<_> = record
+        .entries()
+        .into_iter()
+        .filter(|(m, _)| m != "initialize")
+        .map(|(_, s)| s)
+        .collect();
+    assert_eq!(
+        sessions.len(),
+        1,
+        "every request on one upstream session: {sessions:?}"
+    );
+    assert!(sessions.iter().all(Option::is_some));
+    for client in clients {
+        client.cancel().await.expect("client closes");
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn proxy_call_past_budget_times_out_with_request_id() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "1s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let started = std::time::Instant::now();
+    let body = call(
+        json!("slow-1"),
+        "trigger-long-running-operation",
+        json!({"duration": 5, "steps": 5}),
+    );
+    let reply = post_raw(&url, Some(&session), &body).await;
+    let elapsed = started.elapsed();
+    assert_eq!(reply.last()["id"], json!("slow-1"));
+    assert_eq!(
+        reply.last()["error"]["code"],
+        json!(berth_proxy::jsonrpc::REQUEST_TIMEOUT)
+    );
+    assert!(
+        elapsed < Duration::from_secs(4),
+        "timed out in budget: {elapsed:?}"
+    );
+    let metrics = scrape(&proxy).await;
+    let timeout =
+        r#"berth_proxy_tool_calls_total{outcome="timeout",tool="trigger-long-running-operation"}"#;
+    assert_eq!(sample(&metrics, timeout), 1.0, "{metrics}");
+    // The session survives the timeout.
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "after"})),
+    )
+    .await;
+    assert_eq!(
+        reply.last()["result"]["content"][0]["text"],
+        json!("Echo: after")
+    );
+    proxy.shutdown().await;
+}

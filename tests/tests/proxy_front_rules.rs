@@ -1,0 +1,132 @@
+//! Streamable HTTP front rules, against the real Node reference server: session ids, missing
+//! and unknown sessions, re-initialization, malformed bodies and batches.
+
+use berth_tests::peers;
+use berth_tests::proxy::{call, config, mcp_url, open_session, post_raw, start_ready};
+use serde_json::json;
+
+#[tokio::test]
+async fn front_missing_session_on_non_initialize_is_400_with_id() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let reply = post_raw(
+        &mcp_url(&proxy),
+        None,
+        &call(json!(3), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["id"], json!(3));
+    assert_eq!(reply.last()["error"]["code"], json!(-32600));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_02_unknown_or_deleted_session_is_404_on_post_get_delete() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let reply = post_raw(
+        &url,
+        Some("never-issued"),
+        &call(json!(4), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.last()["id"], json!(4));
+    let client = reqwest::Client::new();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let status = client
+            .request(method.clone(), &url)
+            .header("mcp-session-id", "never-issued")
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .expect("request")
+            .status();
+        assert_eq!(status.as_u16(), 404, "{method}");
+    }
+    let session = open_session(&url).await;
+    let deleted = client
+        .delete(&url)
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("delete");
+    assert!(deleted.status().is_success());
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(5), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert_eq!(reply.status, 404, "deleted session is gone");
+    assert_eq!(
+        post_raw(&url, None, &init(9)).await.status,
+        200,
+        "a fresh initialize works"
+    );
+    proxy.shutdown().await;
+}
+
+fn init(id: i64) -> String {
+    json!({"jsonrpc":"2.0","id":id,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn br_01_reinitialize_on_live_session_is_400_with_id_and_session_survives() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(&url, Some(&session), &init(3)).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["id"], json!(3));
+    assert_eq!(reply.last()["error"]["code"], json!(-32600));
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(4), "echo", json!({"message": "still"})),
+    )
+    .await;
+    assert_eq!(
+        reply.last()["result"]["content"][0]["text"],
+        json!("Echo: still")
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn front_malformed_json_is_parse_error_and_batch_is_invalid_request() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(&url, Some(&session), "{not json").await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["error"]["code"], json!(-32700));
+    let ping = |id: i64| json!({"jsonrpc":"2.0","id":id,"method":"ping"});
+    for body in [json!([ping(1), ping(2)]), json!([])] {
+        let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+        assert_eq!(reply.status, 400, "{body}");
+        assert_eq!(reply.last()["error"]["code"], json!(-32600));
+    }
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":7,"method":5}).to_string(),
+    )
+    .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["id"], json!(7), "invalid request keeps its id");
+    let reply = post_raw(&url, Some(&session), &ping(8).to_string()).await;
+    assert_eq!(
+        reply.last()["id"],
+        json!(8),
+        "session still usable after bad input"
+    );
+    assert!(reply.last().get("result").is_some());
+    proxy.shutdown().await;
+}

@@ -11,13 +11,16 @@ use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use serde_json::Value;
 
-/// What the upstream was sent: `(method, session header)` per POSTed JSON-RPC message.
+/// One POSTed JSON-RPC message: its method (`<response>` for responses) and session header.
+pub type Entry = (String, Option<String>);
+
+/// What the upstream was sent, in order.
 #[derive(Clone, Default)]
-pub struct Record(Arc<Mutex<Vec<(String, Option<String>)>>>);
+pub struct Record(Arc<Mutex<Vec<Entry>>>);
 
 impl Record {
     /// Every recorded `(method, session)`; responses are recorded as method `<response>`.
-    pub fn entries(&self) -> Vec<(String, Option<String>)> {
+    pub fn entries(&self) -> Vec<Entry> {
         self.0.lock().expect("record lock").clone()
     }
 

@@ -80,19 +80,19 @@ async fn relay(
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if method == Method::POST {
-        if let Ok(value) = serde_json::from_slice::<Value>(&body) {
-            let name = value
-                .get("method")
-                .and_then(Value::as_str)
-                .unwrap_or("<response>")
-                .to_owned();
-            tap.record
-                .0
-                .lock()
-                .expect("record lock")
-                .push((name, session));
-        }
+    if method == Method::POST
+        && let Ok(value) = serde_json::from_slice::<Value>(&body)
+    {
+        let name = value
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("<response>")
+            .to_owned();
+        tap.record
+            .0
+            .lock()
+            .expect("record lock")
+            .push((name, session));
     }
     let mut request = tap.client.request(method, &tap.target).body(body);
     for (name, value) in &headers {

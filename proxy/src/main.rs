@@ -67,9 +67,24 @@ async fn main() -> anyhow::Result<()> {
     let running = berth_proxy::start(&config).await?;
     let shutdown = running.shutdown_token();
     tokio::spawn(async move {
-        let _ = tokio::signal::ctrl_c().await;
+        shutdown_signal().await;
         shutdown.cancel();
     });
     running.wait().await;
     Ok(())
+}
+
+/// SIGINT or SIGTERM (what the kubelet sends on pod deletion).
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite, as `make test` and CI run it, on a machine that has only the
+# toolchains (Rust, Go, Node): installs the MCP peers, builds (cached) and starts the local
+# control plane, then runs format, lint and every test, and stops what it started.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$root"
+export BERTH_CACHE_DIR="${BERTH_CACHE_DIR:-$HOME/.cache/berth}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BERTH_CACHE_DIR/target}"
+step() { printf '\n== %s\n' "$*" >&2; }
+
+step "format and lint"
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "MCP peers (npm)"
+(cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
+
+step "local control plane"
+state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
+trap 'tests/controlplane/down.sh "$state" || true' EXIT
+tests/controlplane/up.sh "$state"
+export KUBECONFIG="$state/kubeconfig"
+
+step "tests"
+cargo test --workspace

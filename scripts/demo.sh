@@ -31,7 +31,7 @@ step "install the Node reference MCP server (npm)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
 
 step "start the local control plane"
-tests/controlplane/up.sh "$work/cp" >/dev/null
+BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$work/cp" >/dev/null
 export KUBECONFIG="$work/cp/kubeconfig"
 kubectl="$(tests/controlplane/build.sh | tail -n 1)/kubectl"
 

@@ -20,7 +20,7 @@ step "MCP peers (npm)"
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
 trap 'tests/controlplane/down.sh "$state" || true' EXIT
-tests/controlplane/up.sh "$state"
+BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$state"
 export KUBECONFIG="$state/kubeconfig"
 
 step "tests"

@@ -51,8 +51,8 @@ pub struct Metrics {
     /// `berth_proxy_upstream_ready`: 1 while an upstream session is initialized (and tools are
     /// listed, unless the probe policy is `Never`).
     pub upstream_ready: IntGauge,
-    /// `berth_proxy_upstream_handshakes_total{result}`: `ok`, `error`, `timeout`.
-    pub upstream_handshakes: IntCounterVec,
+    /// `berth_proxy_upstream_initializations_total{result}`: `ok`, `error`, `timeout`.
+    pub upstream_initializations: IntCounterVec,
     /// `berth_proxy_upstream_session_losses_total`: upstream sessions the upstream forgot.
     pub upstream_session_losses: IntCounter,
     /// `berth_proxy_tools_discovered`: tools in the last upstream tool list.
@@ -106,9 +106,9 @@ impl Metrics {
             "1 while the upstream session is initialized and tools are listed",
         )
         .expect("valid metric");
-        let upstream_handshakes = IntCounterVec::new(
+        let upstream_initializations = IntCounterVec::new(
             Opts::new(
-                "berth_proxy_upstream_handshakes_total",
+                "berth_proxy_upstream_initializations_total",
                 "upstream MCP handshakes by result",
             ),
             &["result"],
@@ -155,7 +155,7 @@ impl Metrics {
             Box::new(tool_call_duration.clone()),
             Box::new(requests.clone()),
             Box::new(upstream_ready.clone()),
-            Box::new(upstream_handshakes.clone()),
+            Box::new(upstream_initializations.clone()),
             Box::new(upstream_session_losses.clone()),
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
@@ -173,7 +173,7 @@ impl Metrics {
             tool_call_duration,
             requests,
             upstream_ready,
-            upstream_handshakes,
+            upstream_initializations,
             upstream_session_losses,
             tools_discovered,
             downstream_sessions,

@@ -193,7 +193,7 @@ impl Upstream {
             Ok(Ok(session)) => Arc::new(session),
             Ok(Err(error)) => {
                 self.metrics
-                    .upstream_handshakes
+                    .upstream_initializations
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(upstream = %self.http.url(), error = %error, kind = error.kind(), "upstream handshake failed");
@@ -201,7 +201,7 @@ impl Upstream {
             }
             Err(_) => {
                 self.metrics
-                    .upstream_handshakes
+                    .upstream_initializations
                     .with_label_values(&["timeout"])
                     .inc();
                 tracing::warn!(upstream = %self.http.url(), budget_ms = self.connect_budget.as_millis() as u64, "upstream handshake timed out");
@@ -209,7 +209,7 @@ impl Upstream {
             }
         };
         self.metrics
-            .upstream_handshakes
+            .upstream_initializations
             .with_label_values(&["ok"])
             .inc();
         tracing::info!(

@@ -8,11 +8,44 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
-state=${1:-$(mktemp -d "${TMPDIR:-/tmp}/berth-cp-smoke.XXXXXX")}
+own_state=0 # read by the EXIT trap set at the end
+# shellcheck disable=SC2034
+if [[ -n ${1:-} ]]; then state=$1; else
+  state=$(mktemp -d "${TMPDIR:-/tmp}/berth-cp-smoke.XXXXXX") own_state=1
+fi
 log() { printf 'smoke.sh: %s\n' "$*" >&2; }
 fail() { log "FAIL: $*"; exit 1; }
 
-"$here/up.sh" "$state" > /dev/null
+# The test CRD (a CEL rule on spec) is preloaded, so that the garbage
+# collector watches its kind from the start (see BERTH_CP_MANIFESTS in up.sh).
+mkdir -p "$state"
+cat > "$state/smoke-crd.yaml" <<'EOF'
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.smoke.berth.test
+spec:
+  group: smoke.berth.test
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "self.min <= self.max"
+              message: "min must not exceed max"
+            properties:
+              min: {type: integer}
+              max: {type: integer}
+EOF
+BERTH_CP_MANIFESTS="$state/smoke-crd.yaml" "$here/up.sh" "$state" > /dev/null
 trap '"$here/down.sh" "$state"' EXIT
 # shellcheck source=/dev/null
 source "$state/env"
@@ -59,38 +92,10 @@ k -n smoke-fresh run p --image="$img" --restart=Never > /dev/null || fail "pod i
 log "ok: pod admitted in a brand-new namespace"
 
 # --- CRD with CEL validation rules -----------------------------------------
-k apply -f - > /dev/null <<'EOF'
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.smoke.berth.test
-spec:
-  group: smoke.berth.test
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec:
-            type: object
-            x-kubernetes-validations:
-            - rule: "self.min <= self.max"
-              message: "min must not exceed max"
-            properties:
-              min: {type: integer}
-              max: {type: integer}
-EOF
 k wait --for=condition=Established crd/widgets.smoke.berth.test --timeout=60s > /dev/null
 widget() {
   printf 'apiVersion: smoke.berth.test/v1\nkind: Widget\nmetadata: {name: %s, namespace: %s}\nspec: {min: %s, max: %s}\n' "$@"
 }
-# Discovery of a new CRD can lag a moment behind Established.
-eventually 30 k -n "$ns" get widgets || fail "widgets not served"
 if out=$(widget bad "$ns" 5 1 | k create -f - 2>&1); then
   fail "CEL rule not enforced: invalid Widget accepted"
 fi
@@ -111,7 +116,7 @@ metadata:
 EOF
 start=$SECONDS
 k -n "$ns" delete widget good --wait=false > /dev/null
-eventually 90 none -n "$ns" configmap owned || fail "ConfigMap owned by a Widget not garbage-collected"
+eventually 60 none -n "$ns" configmap owned || fail "ConfigMap owned by a Widget not garbage-collected"
 log "ok: ConfigMap owned by a custom resource collected in $((SECONDS - start))s"
 
 # --- Namespace deletion (namespace controller) --------------------------------
@@ -120,3 +125,5 @@ eventually 60 none namespace smoke-fresh || fail "namespace not deleted"
 log "ok: namespace deletion finished"
 
 log "PASS"
+# Keep the state (logs) on failure; drop a temp dir we made on success.
+trap '"$here/down.sh" "$state"; ((own_state)) && rm -rf "$state"' EXIT

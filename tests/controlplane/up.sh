@@ -11,7 +11,8 @@
 # Prints the kubeconfig path on stdout. Stop it with down.sh STATE_DIR.
 #
 # Environment: BERTH_CP_TIMEOUT (startup deadline in s, default 120),
-# BERTH_CACHE_DIR (see build.sh).
+# BERTH_CP_MANIFESTS (optional file/dir applied before the controller manager
+# starts, e.g. CRDs; see below), BERTH_CACHE_DIR (see build.sh).
 set -euo pipefail
 
 me=up.sh
@@ -35,7 +36,7 @@ if [[ -f $state/pids ]]; then
   done < "$state/pids"
 fi
 # Fresh state each time; only remove what this script creates.
-rm -rf "$state/etcd" "$state/pki" "$state/pids" "$state/kubeconfig" "$state/env" \
+rm -rf "$state/etcd" "$state/pki" "$state/flexvolume" "$state/pids" "$state/kubeconfig" "$state/env" \
   "$state/etcd.log" "$state/kube-apiserver.log" "$state/kube-controller-manager.log"
 
 bin=$("$here/build.sh" | tail -n 1)
@@ -58,7 +59,7 @@ trap on_exit EXIT
 # --- Certificates -------------------------------------------------------------
 # RSA keys via genpkey are PKCS#8, which kube-rs/rustls accepts (not SEC1 EC).
 pki="$state/pki"
-mkdir -p "$pki"
+mkdir -p "$pki" && chmod 700 "$pki"
 (
   cd "$pki"
   umask 077
@@ -95,7 +96,8 @@ mkdir -p "$pki"
 # connection is taken. A lost race with another process shows up as
 # "address already in use" and is retried with new ports below.
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-picked=" "
+etcd_port="" peer_port="" api_port="" kcm_port="" picked=" "
+# pick_port VAR: store a free port in VAR, distinct from earlier picks.
 pick_port() {
   local p
   while :; do
@@ -103,7 +105,7 @@ pick_port() {
     [[ $picked == *" $p "* ]] && continue
     port_in_use "$p" && continue
     picked+="$p "
-    echo "$p"
+    printf -v "$1" %s "$p"
     return
   done
 }
@@ -163,38 +165,62 @@ wait_until() {
   done
 }
 
-etcd_healthy() { curl -sf "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
+etcd_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 apiserver_ready() {
-  [[ $(curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
+  [[ $(curl -sf --max-time 2 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
     "https://127.0.0.1:$api_port/readyz") == ok ]]
 }
 # The KCM serves a self-signed certificate; /healthz needs no credentials.
-kcm_healthy() { [[ $(curl -sfk "https://127.0.0.1:$kcm_port/healthz") == ok ]]; }
+kcm_healthy() { [[ $(curl -sfk --max-time 2 "https://127.0.0.1:$kcm_port/healthz") == ok ]]; }
+
+# preload: apply $BERTH_CP_MANIFESTS (file or dir) and wait until all CRDs
+# are established and served by discovery.
+preload() {
+  local kc=("$bin/kubectl" --kubeconfig "$state/kubeconfig") crds
+  failed_log=""
+  log "applying $BERTH_CP_MANIFESTS"
+  "${kc[@]}" apply -f "$BERTH_CP_MANIFESTS" >&2 || return 1
+  crds=$("${kc[@]}" get crd -o name) || return 1
+  [[ -z $crds ]] && return 0
+  # shellcheck disable=SC2086 # one word per CRD
+  "${kc[@]}" wait --for=condition=Established --timeout="$((deadline - $(date +%s)))s" $crds >&2 || return 1
+  while :; do
+    local served missing=0 c
+    served=$("${kc[@]}" api-resources -o name 2>/dev/null) || served=""
+    for c in $crds; do grep -qx "${c#*/}" <<< "$served" || missing=1; done
+    ((missing == 0)) && return 0
+    (($(date +%s) < deadline)) || { log "CRDs not served after ${timeout}s"; return 1; }
+    sleep 0.2
+  done
+}
 
 # start_all: one attempt at starting the three components (returns as
-# wait_until does). Plain `|| return` because set -e is off inside `if`.
+# wait_until does). Explicit `|| return`: set -e is off in `start_all || ...`.
 start_all() {
-  etcd_port=$(pick_port) peer_port=$(pick_port) api_port=$(pick_port) kcm_port=$(pick_port)
+  pick_port etcd_port; pick_port peer_port; pick_port api_port; pick_port kcm_port
   write_kubeconfig
   log "ports: etcd=$etcd_port peer=$peer_port apiserver=$api_port kcm=$kcm_port"
 
   local etcd_url="http://127.0.0.1:$etcd_port" peer_url="http://127.0.0.1:$peer_port"
   start etcd \
-    --name=default \
+    --name=berth-test \
     --data-dir="$state/etcd" \
     --listen-client-urls="$etcd_url" --advertise-client-urls="$etcd_url" \
     --listen-peer-urls="$peer_url" --initial-advertise-peer-urls="$peer_url" \
-    --initial-cluster="default=$peer_url" \
+    --initial-cluster="berth-test=$peer_url" \
     --unsafe-no-fsync=true \
     --log-level=warn
   wait_until etcd "$last_pid" etcd_healthy || return
 
+  # The endpoint reconciler rejects a loopback advertise address, so the
+  # "kubernetes" Service gets no endpoints (nothing in-cluster needs them).
   # ServiceAccount admission stays enabled (as in real clusters): the KCM
   # creates each namespace's "default" ServiceAccount, and the plugin retries
   # its lookup for a moment while a new namespace gets one.
   start kube-apiserver \
     --etcd-servers="$etcd_url" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --endpoint-reconciler-type=none \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
     --authorization-mode=RBAC \
@@ -205,8 +231,16 @@ start_all() {
     --allow-privileged=true
   wait_until kube-apiserver "$last_pid" apiserver_ready || return
 
+  # Optional manifests (e.g. CRDs) go in before the KCM starts: its garbage
+  # collector rediscovers resource types only every 30s, so owners of a kind
+  # created later are noticed with up to ~30-60s delay.
+  if [[ -n ${BERTH_CP_MANIFESTS:-} ]]; then
+    preload || return
+  fi
+
   # All default controllers, incl. garbage collector, deployment, replicaset,
-  # namespace and service-account controllers.
+  # namespace and service-account controllers. The flex-volume dir is moved
+  # into STATE_DIR, else the KCM creates /usr/libexec/kubernetes/... .
   start kube-controller-manager \
     --kubeconfig="$state/kubeconfig" \
     --leader-elect=false \
@@ -215,7 +249,8 @@ start_all() {
     --use-service-account-credentials=false \
     --service-account-private-key-file="$pki/sa.key" \
     --root-ca-file="$pki/ca.crt" \
-    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key"
+    --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
+    --flex-volume-plugin-dir="$state/flexvolume"
   wait_until kube-controller-manager "$last_pid" kcm_healthy || return
 }
 

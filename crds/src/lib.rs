@@ -14,8 +14,8 @@ pub use mcp_upstream::{
     McpUpstream, McpUpstreamSpec, McpUpstreamStatus, Transport, UpstreamSpec, crd_yaml,
 };
 pub use proxy_config::{
-    ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy, TimeoutsSpec, ToolsProbePolicy,
-    ToolsProbeSpec, UpstreamEndpoint,
+    DriftPolicy, ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy, TimeoutsSpec,
+    ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
 };
 
 /// API group of every Berth resource.

@@ -1,1 +1,30 @@
-//! placeholder
+//! The Berth operator: reconciles each `McpUpstream` into the Kubernetes objects that run it.
+//!
+//! Responsible for: turning an `McpUpstream` into a ConfigMap (the rendered proxy config), a
+//! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar) and
+//! a Service, keeping them as declared (server-side apply, hand edits reverted), and reporting
+//! `status` (`observedGeneration`, `endpoint`, the `Ready` condition) plus Prometheus metrics.
+//! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does),
+//! or leader election (one replica for now).
+//!
+//! Each reconcile is a pipeline of named steps, one module each:
+//! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`status`]; [`reconcile`] strings them
+//! together and [`controller`] runs it for every object.
+
+pub mod admin;
+pub mod apply;
+pub mod build;
+pub mod controller;
+pub mod labels;
+pub mod metrics;
+pub mod reconcile;
+pub mod status;
+pub mod validate;
+
+pub use controller::{RunError, Settings, run};
+
+/// Field manager of every server-side apply the operator makes, spec and status alike.
+pub const FIELD_MANAGER: &str = "berth-operator";
+
+/// Proxy image used when [`Settings::proxy_image`] is not overridden.
+pub const DEFAULT_PROXY_IMAGE: &str = "ghcr.io/berth-dev/berth-proxy:0.1.0";

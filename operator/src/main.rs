@@ -1,1 +1,95 @@
-fn main() {}
+//! `berth-operator`: the operator binary. Parses flags, sets up tracing, calls the library.
+
+use std::net::SocketAddr;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+
+/// Berth operator: runs McpUpstreams as berth proxy + digest-pinned upstream sidecar pods.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the McpUpstream CustomResourceDefinition as YAML.
+    Crd,
+    /// Run the operator against the cluster of the current kubeconfig or service account.
+    Run {
+        /// Address to serve /metrics and /healthz on.
+        #[arg(long, env = "BERTH_METRICS_LISTEN", default_value = "127.0.0.1:8081")]
+        metrics_listen: SocketAddr,
+        /// Image of the berth proxy container.
+        #[arg(long, env = "BERTH_PROXY_IMAGE", default_value = berth_operator::DEFAULT_PROXY_IMAGE)]
+        proxy_image: String,
+        /// DNS domain of the cluster, used in status.endpoint.
+        #[arg(long, env = "BERTH_CLUSTER_DOMAIN", default_value = "cluster.local")]
+        cluster_domain: String,
+        /// Most reconciles running at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: u16,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    match args.command {
+        Command::Crd => {
+            print!(
+                "{}",
+                berth_crds::crd_yaml().context("failed to render the CRD")?
+            );
+            Ok(())
+        }
+        Command::Run {
+            metrics_listen,
+            proxy_image,
+            cluster_domain,
+            concurrency,
+        } => {
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| "info".into()),
+                )
+                .with_writer(std::io::stderr)
+                .init();
+            let client = kube::Client::try_default()
+                .await
+                .context("failed to build a Kubernetes client")?;
+            let settings = berth_operator::Settings {
+                proxy_image,
+                metrics_listen: Some(metrics_listen),
+                cluster_domain,
+                concurrency,
+            };
+            berth_operator::run(client, settings, shutdown_signal())
+                .await
+                .context("operator failed")
+        }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM (the kubelet stops pods with SIGTERM).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutdown requested");
+}

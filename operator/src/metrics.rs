@@ -1,0 +1,146 @@
+//! The operator's Prometheus metrics, in a registry of its own (no global state).
+//!
+//! Names follow the `berth_operator_` prefix; label values are bounded and known at review time
+//! (reconcile results and error kinds from [`crate::reconcile::Error::kind`]), never an object
+//! name or error text.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+/// `result` label value: the children were applied and the status written.
+pub const RESULT_OK: &str = "ok";
+/// `result` label value: the spec cannot be served; `Ready=False` with reason `InvalidSpec`.
+pub const RESULT_INVALID_SPEC: &str = "invalid_spec";
+/// `result` label value: a transient failure; the object is retried with backoff.
+pub const RESULT_ERROR: &str = "error";
+
+/// Handles to every operator metric.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// `berth_operator_reconciliations_total{result}`: finished reconciles by result.
+    pub reconciliations: IntCounterVec,
+    /// `berth_operator_reconcile_errors_total{kind}`: failed reconciles by error kind.
+    pub reconcile_errors: IntCounterVec,
+    /// `berth_operator_reconcile_duration_seconds`: wall time of one reconcile.
+    pub reconcile_duration: Histogram,
+}
+
+impl Metrics {
+    /// Creates and registers every metric, plus `berth_build_info{version,component="operator"}`.
+    ///
+    /// # Errors
+    /// Only if a metric definition is invalid or registered twice, which the constants here rule
+    /// out in practice.
+    pub fn new() -> Result<Self, prometheus::Error> {
+        let registry = Registry::new();
+        let reconciliations = IntCounterVec::new(
+            Opts::new(
+                "berth_operator_reconciliations_total",
+                "finished McpUpstream reconciles by result (ok, invalid_spec, error)",
+            ),
+            &["result"],
+        )?;
+        let reconcile_errors = IntCounterVec::new(
+            Opts::new(
+                "berth_operator_reconcile_errors_total",
+                "failed McpUpstream reconciles by error kind",
+            ),
+            &["kind"],
+        )?;
+        let reconcile_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "berth_operator_reconcile_duration_seconds",
+                "wall time of one McpUpstream reconcile",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+            ]),
+        )?;
+        let build_info = IntGaugeVec::new(
+            Opts::new("berth_build_info", "build information; always 1"),
+            &["version", "component"],
+        )?;
+        build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION"), "operator"])
+            .set(1);
+        // Every result exists from the start, so rate() and absent() work before the first one.
+        for result in [RESULT_OK, RESULT_INVALID_SPEC, RESULT_ERROR] {
+            reconciliations.with_label_values(&[result]);
+        }
+        registry.register(Box::new(reconciliations.clone()))?;
+        registry.register(Box::new(reconcile_errors.clone()))?;
+        registry.register(Box::new(reconcile_duration.clone()))?;
+        registry.register(Box::new(build_info))?;
+        Ok(Self {
+            registry,
+            reconciliations,
+            reconcile_errors,
+            reconcile_duration,
+        })
+    }
+
+    /// Counts one finished reconcile with `result` (one of the `RESULT_*` constants) that took
+    /// `elapsed`.
+    pub fn observe(&self, result: &'static str, elapsed: Duration) {
+        self.reconciliations.with_label_values(&[result]).inc();
+        self.reconcile_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one failed reconcile of error kind `kind` (bounded, from `Error::kind`).
+    pub fn observe_error(&self, kind: &'static str, elapsed: Duration) {
+        self.observe(RESULT_ERROR, elapsed);
+        self.reconcile_errors.with_label_values(&[kind]).inc();
+    }
+
+    /// Every metric in the Prometheus text exposition format (version 0.0.4).
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        // Encoding into a Vec only fails on metric families with invalid names, which
+        // registration already refused.
+        if let Err(err) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::warn!(error = %err, "failed to encode metrics");
+        }
+        String::from_utf8_lossy(&buffer).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_names_results_and_build_info() {
+        let metrics = Metrics::new().expect("metrics register");
+        metrics.observe(RESULT_OK, Duration::from_millis(20));
+        metrics.observe_error("apply", Duration::from_millis(5));
+        let text = metrics.render();
+        assert!(
+            text.contains("berth_operator_reconciliations_total{result=\"ok\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_operator_reconciliations_total{result=\"error\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_operator_reconciliations_total{result=\"invalid_spec\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_operator_reconcile_errors_total{kind=\"apply\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_operator_reconcile_duration_seconds_count 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_build_info{component=\"operator\",version=\""),
+            "{text}"
+        );
+    }
+}

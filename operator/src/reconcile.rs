@@ -1,0 +1,300 @@
+//! One reconcile of one `McpUpstream`: validate -> build -> apply -> update status.
+//!
+//! Responsible for: running the pipeline under a deadline, turning an invalid spec into
+//! `Ready=False`/`InvalidSpec` plus a Warning Event without a hot loop, recording metrics, and
+//! the per-object capped exponential backoff used when a reconcile fails transiently.
+//! Not responsible for: the shape of objects ([`crate::build`]), watching ([`crate::controller`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use berth_crds::McpUpstream;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, Resource, ResourceExt};
+use tracing::{debug, info, warn};
+
+use crate::apply::apply;
+use crate::build::{BuildError, build};
+use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK};
+use crate::status::{self, REASON_INVALID_SPEC, Readiness};
+use crate::validate::{InvalidSpec, validate};
+use crate::{FIELD_MANAGER, Settings};
+
+/// Longest one reconcile may take before it is abandoned and retried with backoff, so a stuck
+/// API call never holds a worker (field case BR-19).
+pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Re-reconcile interval of a healthy object even without changes (drift safety net; changes
+/// of owned objects trigger reconciles sooner).
+pub const RESYNC_INTERVAL: Duration = Duration::from_secs(300);
+/// First retry delay after a failed reconcile; doubles with each consecutive failure.
+pub const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
+/// Longest retry delay after failed reconciles.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// Event action of every Event the operator publishes.
+pub const EVENT_ACTION: &str = "Reconcile";
+/// Event reason of a Warning for a reconcile that failed transiently.
+pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
+
+/// A reconcile that failed for a reason worth retrying.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The children could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The API server refused the server-side apply of a child.
+    #[error("failed to apply {kind} {name}")]
+    Apply {
+        /// Kind of the child, e.g. `Deployment`.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused the status update.
+    #[error("failed to patch status of {name}")]
+    PatchStatus {
+        /// Name of the McpUpstream.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The reconcile did not finish within [`RECONCILE_TIMEOUT`].
+    #[error("reconcile of {name} did not finish within {after:?}")]
+    Timeout {
+        /// Name of the McpUpstream.
+        name: String,
+        /// The deadline that passed.
+        after: Duration,
+    },
+}
+
+impl Error {
+    /// Bounded label for metrics and Event notes; never derived from error text.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Build(err) => err.kind(),
+            Self::Apply { .. } => "apply",
+            Self::PatchStatus { .. } => "patch_status",
+            Self::Timeout { .. } => "timeout",
+        }
+    }
+}
+
+/// Everything a reconcile needs, shared by all of them.
+pub struct Context {
+    /// Client for applies, status patches and Events.
+    pub client: Client,
+    /// Publishes Events about McpUpstreams.
+    pub recorder: Recorder,
+    /// Operator metrics.
+    pub metrics: Arc<Metrics>,
+    /// Proxy image, cluster domain.
+    pub settings: Settings,
+    backoff: Backoff,
+}
+
+impl Context {
+    /// A context reporting Events as [`FIELD_MANAGER`] from this host.
+    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
+            client,
+            metrics,
+            settings,
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+/// What a successful reconcile did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Children applied, status written.
+    Applied,
+    /// The spec cannot be served; status says so.
+    InvalidSpec,
+}
+
+/// Reconciles `upstream`: the controller's reconcile callback.
+///
+/// Returns [`Action::requeue`] after [`RESYNC_INTERVAL`] when applied, and
+/// [`Action::await_change`] for an invalid spec (nothing changes until the user edits it).
+///
+/// # Errors
+/// [`Error`] for transient failures; [`error_policy`] schedules the retry.
+///
+/// # Cancellation
+/// Safe to drop: every step is an idempotent server-side apply.
+pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let name = upstream.name_any();
+    let namespace = upstream.namespace().unwrap_or_default();
+    let result = tokio::time::timeout(RECONCILE_TIMEOUT, pipeline(&upstream, &ctx))
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::Timeout {
+                name: name.clone(),
+                after: RECONCILE_TIMEOUT,
+            })
+        });
+    let elapsed = started.elapsed();
+    let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    match result {
+        Ok(outcome) => {
+            ctx.backoff.reset(&ObjectRef::from_obj(upstream.as_ref()));
+            match outcome {
+                Outcome::Applied => {
+                    ctx.metrics.observe(RESULT_OK, elapsed);
+                    debug!(%name, %namespace, elapsed_ms, "reconciled");
+                    Ok(Action::requeue(RESYNC_INTERVAL))
+                }
+                Outcome::InvalidSpec => {
+                    ctx.metrics.observe(RESULT_INVALID_SPEC, elapsed);
+                    info!(%name, %namespace, elapsed_ms, "spec is invalid, awaiting change");
+                    Ok(Action::await_change())
+                }
+            }
+        }
+        Err(err) => {
+            ctx.metrics.observe_error(err.kind(), elapsed);
+            Err(err)
+        }
+    }
+}
+
+/// The pipeline proper: validate -> build -> apply -> update status.
+async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Error> {
+    let config = match validate(upstream) {
+        Ok(config) => config,
+        Err(invalid) => {
+            reject(upstream, ctx, &invalid).await?;
+            return Ok(Outcome::InvalidSpec);
+        }
+    };
+    let children = build(upstream, &ctx.settings.proxy_image, &config)?;
+    let deployment = apply(&ctx.client, &children).await?;
+    let endpoint = status::endpoint(
+        &upstream.name_any(),
+        &upstream.namespace().unwrap_or_default(),
+        &ctx.settings.cluster_domain,
+    );
+    let readiness = Readiness::of_deployment(&deployment);
+    let desired = status::desired(upstream, &readiness, Some(endpoint), Timestamp::now());
+    status::patch(&ctx.client, upstream, &desired).await?;
+    Ok(Outcome::Applied)
+}
+
+/// Reports an invalid spec: `Ready=False`/`InvalidSpec` and, once per generation and message, a
+/// Warning Event. Children already running from an earlier valid spec are left as they are.
+async fn reject(upstream: &McpUpstream, ctx: &Context, invalid: &InvalidSpec) -> Result<(), Error> {
+    let already_reported = status::current_ready(upstream).is_some_and(|c| {
+        c.reason == REASON_INVALID_SPEC
+            && c.message == invalid.message
+            && c.observed_generation == upstream.metadata.generation
+    });
+    let desired = status::desired(
+        upstream,
+        &Readiness::invalid(invalid),
+        None,
+        Timestamp::now(),
+    );
+    status::patch(&ctx.client, upstream, &desired).await?;
+    if !already_reported {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: REASON_INVALID_SPEC.to_owned(),
+            note: Some(invalid.message.clone()),
+            action: EVENT_ACTION.to_owned(),
+            secondary: None,
+        };
+        publish(&ctx.recorder, upstream, event).await;
+    }
+    Ok(())
+}
+
+/// Publishes `event` about `upstream`; a failure is logged, never fatal.
+async fn publish(recorder: &Recorder, upstream: &McpUpstream, event: Event) {
+    if let Err(err) = recorder.publish(&event, &upstream.object_ref(&())).await {
+        warn!(name = %upstream.name_any(), error = %err, "failed to publish event");
+    }
+}
+
+/// The controller's error policy: retry `upstream` after a capped exponential backoff
+/// ([`BACKOFF_INITIAL`] doubling to [`BACKOFF_MAX`]) counted per object, and publish a Warning
+/// Event carrying the error.
+pub fn error_policy(upstream: Arc<McpUpstream>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.next(ObjectRef::from_obj(upstream.as_ref()));
+    warn!(
+        name = %upstream.name_any(),
+        namespace = %upstream.namespace().unwrap_or_default(),
+        kind = error.kind(),
+        error = %error_chain(error),
+        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        "reconcile failed"
+    );
+    let event = Event {
+        type_: EventType::Warning,
+        reason: REASON_RECONCILE_FAILED.to_owned(),
+        note: Some(format!("{} ({})", error_chain(error), error.kind())),
+        action: EVENT_ACTION.to_owned(),
+        secondary: None,
+    };
+    let recorder = ctx.recorder.clone();
+    tokio::spawn(async move { publish(&recorder, &upstream, event).await });
+    Action::requeue(delay)
+}
+
+/// `error` and its sources, joined by `": "`.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Consecutive failures per object, for [`error_policy`]'s delay.
+#[derive(Debug, Default)]
+struct Backoff {
+    failures: Mutex<HashMap<ObjectRef<McpUpstream>, u32>>,
+}
+
+impl Backoff {
+    /// Counts one more failure of `key` and returns how long to wait before retrying it.
+    fn next(&self, key: ObjectRef<McpUpstream>) -> Duration {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = failures.entry(key).or_insert(0);
+        *count = count.saturating_add(1);
+        backoff_delay(*count)
+    }
+
+    /// Forgets the failures of `key` after a successful reconcile.
+    fn reset(&self, key: &ObjectRef<McpUpstream>) {
+        self.failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
+}
+
+/// Delay before the retry that follows `failures` consecutive failures (at least 1).
+fn backoff_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(31);
+    BACKOFF_INITIAL
+        .saturating_mul(1_u32 << doublings)
+        .min(BACKOFF_MAX)
+}
+
+#[cfg(test)]
+mod tests;

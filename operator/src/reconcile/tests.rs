@@ -1,0 +1,332 @@
+//! Unit tests of [`super`]: the backoff arithmetic, and whole reconciles against a fake API
+//! server (a `tower` service that records every request and answers like the API server would).
+
+use std::convert::Infallible;
+
+use axum::http::{Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{Value, json};
+
+use super::*;
+
+#[test]
+fn backoff_delay_doubles_from_one_second_and_caps_at_five_minutes() {
+    let delays: Vec<u64> = (1..=12).map(|n| backoff_delay(n).as_secs()).collect();
+    assert_eq!(delays, [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]);
+    assert_eq!(backoff_delay(u32::MAX), BACKOFF_MAX);
+}
+
+#[test]
+fn backoff_counts_per_object_and_resets_on_success() {
+    let backoff = Backoff::default();
+    let a = ObjectRef::<McpUpstream>::new("a").within("ns");
+    let b = ObjectRef::<McpUpstream>::new("b").within("ns");
+    assert_eq!(backoff.next(a.clone()), Duration::from_secs(1));
+    assert_eq!(backoff.next(a.clone()), Duration::from_secs(2));
+    assert_eq!(
+        backoff.next(b.clone()),
+        Duration::from_secs(1),
+        "independent"
+    );
+    backoff.reset(&a);
+    assert_eq!(backoff.next(a), Duration::from_secs(1));
+}
+
+#[test]
+fn error_kind_is_bounded_per_variant() {
+    let timeout = Error::Timeout {
+        name: "x".to_owned(),
+        after: RECONCILE_TIMEOUT,
+    };
+    assert_eq!(timeout.kind(), "timeout");
+    let build = Error::Build(BuildError::MissingMetadata {
+        name: "x".to_owned(),
+        field: "uid",
+    });
+    assert_eq!(build.kind(), "missing_metadata");
+}
+
+/// One request the fake API server saw.
+#[derive(Clone, Debug)]
+struct Recorded {
+    method: String,
+    path: String,
+    query: String,
+    body: Value,
+}
+
+/// A fake API server: echoes applied objects back (as server-side apply returns them), answers
+/// a status apply with the McpUpstream carrying that status, accepts Events, and can refuse one
+/// path or attach a status to the Deployment it returns.
+#[derive(Clone, Default)]
+struct FakeApiServer {
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    /// Requests whose path contains `.0` get an error Status with code `.1`.
+    refuse: Option<(&'static str, StatusCode)>,
+    deployment_status: Option<Value>,
+}
+
+impl FakeApiServer {
+    fn client(&self) -> Client {
+        let fake = self.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let fake = fake.clone();
+            async move { Ok::<_, Infallible>(fake.answer(request).await) }
+        });
+        Client::new(service, "default")
+    }
+
+    async fn answer(&self, request: Request<Body>) -> Response<Body> {
+        let (parts, body) = request.into_parts();
+        let bytes = body.collect_bytes().await.unwrap_or_default();
+        let mut body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let path = parts.uri.path().to_owned();
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Recorded {
+                method: parts.method.to_string(),
+                path: path.clone(),
+                query: parts.uri.query().unwrap_or_default().to_owned(),
+                body: body.clone(),
+            });
+        if let Some((_, code)) = self.refuse.filter(|(part, _)| path.contains(part)) {
+            let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "message": "refused by the fake", "reason": "Refused", "code": code.as_u16()});
+            return respond(code, &status);
+        }
+        if path.ends_with("/status") {
+            let mut upstream = serde_json::to_value(everything(None).as_ref()).unwrap_or_default();
+            upstream["status"] = body["status"].clone();
+            return respond(StatusCode::OK, &upstream);
+        }
+        if let (true, Some(status), Some(object)) = (
+            path.contains("/deployments/"),
+            &self.deployment_status,
+            body.as_object_mut(),
+        ) {
+            object.insert("status".to_owned(), status.clone());
+        }
+        let code = if parts.method == "POST" {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        };
+        respond(code, &body)
+    }
+
+    fn requests(&self) -> Vec<Recorded> {
+        self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+fn respond(code: StatusCode, body: &Value) -> Response<Body> {
+    let mut response = Response::new(Body::from(body.to_string().into_bytes()));
+    *response.status_mut() = code;
+    response
+}
+
+/// The shipped example as the API server hands it to the operator.
+fn everything(status: Option<Value>) -> Arc<McpUpstream> {
+    let mut upstream: McpUpstream =
+        serde_yaml::from_str(include_str!("../../../examples/everything.yaml")).expect("parses");
+    upstream.metadata.namespace = Some("demo".to_owned());
+    upstream.metadata.uid = Some("uid-1".to_owned());
+    upstream.metadata.generation = Some(2);
+    upstream.status = status.map(|s| serde_json::from_value(s).expect("status fixture"));
+    Arc::new(upstream)
+}
+
+fn context(fake: &FakeApiServer) -> Arc<Context> {
+    let settings = Settings {
+        metrics_listen: None,
+        ..Settings::default()
+    };
+    let metrics = Arc::new(Metrics::new().expect("metrics"));
+    Arc::new(Context::new(fake.client(), settings, metrics))
+}
+
+fn ready_of(status_patch: &Recorded) -> &Value {
+    &status_patch.body["status"]["conditions"][0]
+}
+
+#[tokio::test]
+async fn reconcile_valid_spec_applies_children_then_status_in_order() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    let action = reconcile(everything(None), ctx.clone())
+        .await
+        .expect("reconciles");
+    assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+
+    let requests = fake.requests();
+    let seen: Vec<(&str, &str)> = requests
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                "PATCH",
+                "/api/v1/namespaces/demo/configmaps/everything-proxy"
+            ),
+            ("PATCH", "/api/v1/namespaces/demo/services/everything"),
+            (
+                "PATCH",
+                "/apis/apps/v1/namespaces/demo/deployments/everything"
+            ),
+            (
+                "PATCH",
+                "/apis/berth.dev/v1alpha1/namespaces/demo/mcpupstreams/everything/status"
+            ),
+        ]
+    );
+    for request in &requests {
+        assert!(
+            request.query.contains("fieldManager=berth-operator")
+                && request.query.contains("force=true"),
+            "server-side apply, forced: {request:?}"
+        );
+        assert!(request.body["apiVersion"].is_string() && request.body["kind"].is_string());
+    }
+    let status = &requests[3];
+    assert_eq!(status.body["status"]["observedGeneration"], 2);
+    assert_eq!(
+        status.body["status"]["endpoint"],
+        "http://everything.demo.svc.cluster.local:8080/mcp"
+    );
+    assert_eq!(ready_of(status)["status"], "False");
+    assert_eq!(ready_of(status)["reason"], "Progressing");
+    assert!(
+        ctx.metrics
+            .render()
+            .contains("berth_operator_reconciliations_total{result=\"ok\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn reconcile_available_deployment_writes_ready_true() {
+    let fake = FakeApiServer {
+        deployment_status: Some(json!({"conditions": [
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+             "message": "Deployment has minimum availability."}
+        ]})),
+        ..FakeApiServer::default()
+    };
+    reconcile(everything(None), context(&fake))
+        .await
+        .expect("reconciles");
+    let requests = fake.requests();
+    let status = requests.last().expect("status patch");
+    assert_eq!(ready_of(status)["status"], "True");
+    assert_eq!(ready_of(status)["reason"], "DeploymentAvailable");
+}
+
+#[tokio::test]
+async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_applying() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.session.strategy = berth_crds::SessionStrategy::PerClient;
+    let action = reconcile(Arc::new(upstream), ctx.clone())
+        .await
+        .expect("an invalid spec is not a reconcile error");
+    assert_eq!(action, Action::await_change(), "no hot loop");
+
+    let requests = fake.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let status = &requests[0];
+    assert!(status.path.ends_with("/mcpupstreams/everything/status"));
+    assert_eq!(ready_of(status)["reason"], "InvalidSpec");
+    assert!(
+        ready_of(status)["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("spec.session.strategy: ")),
+        "{status:?}"
+    );
+    assert_eq!(status.body["status"].get("endpoint"), None);
+    let event = &requests[1];
+    assert_eq!(
+        (event.method.as_str(), event.path.as_str()),
+        ("POST", "/apis/events.k8s.io/v1/namespaces/demo/events")
+    );
+    assert_eq!(event.body["type"], "Warning");
+    assert_eq!(event.body["reason"], "InvalidSpec");
+    assert_eq!(event.body["regarding"]["name"], "everything");
+    assert!(
+        ctx.metrics
+            .render()
+            .contains("berth_operator_reconciliations_total{result=\"invalid_spec\"} 1")
+    );
+}
+
+#[tokio::test]
+async fn reconcile_invalid_spec_already_reported_publishes_no_second_event() {
+    let message = "spec.session.strategy: PerClient is not served by this operator version yet; \
+                   use Shared";
+    let fake = FakeApiServer::default();
+    let mut upstream = (*everything(Some(json!({"observedGeneration": 2, "conditions": [
+        {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message,
+         "observedGeneration": 2, "lastTransitionTime": "2030-01-01T00:00:00Z"}
+    ]}))))
+    .clone();
+    upstream.spec.session.strategy = berth_crds::SessionStrategy::PerClient;
+    reconcile(Arc::new(upstream), context(&fake))
+        .await
+        .expect("reconciles");
+    let requests = fake.requests();
+    let methods: Vec<&str> = requests.iter().map(|r| r.method.as_str()).collect();
+    assert_eq!(methods, ["PATCH"], "status only, no Event: {requests:?}");
+    assert_eq!(
+        ready_of(&requests[0])["lastTransitionTime"],
+        "2030-01-01T00:00:00Z"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_refused_apply_fails_with_apply_kind_and_backs_off() {
+    let fake = FakeApiServer {
+        refuse: Some(("/deployments/", StatusCode::INTERNAL_SERVER_ERROR)),
+        ..FakeApiServer::default()
+    };
+    let ctx = context(&fake);
+    let upstream = everything(None);
+    let err = reconcile(upstream.clone(), ctx.clone())
+        .await
+        .expect_err("apply refused");
+    assert_eq!(err.kind(), "apply");
+    assert!(err.to_string().contains("Deployment everything"), "{err}");
+    assert!(
+        !fake.requests().iter().any(|r| r.path.ends_with("/status")),
+        "no status written after a failed apply"
+    );
+    let first = error_policy(upstream.clone(), &err, ctx.clone());
+    let second = error_policy(upstream, &err, ctx.clone());
+    assert_eq!(first, Action::requeue(Duration::from_secs(1)));
+    assert_eq!(second, Action::requeue(Duration::from_secs(2)));
+    let metrics = ctx.metrics.render();
+    assert!(
+        metrics.contains("berth_operator_reconciliations_total{result=\"error\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("berth_operator_reconcile_errors_total{kind=\"apply\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_upstream_deleted_before_status_write_is_not_an_error() {
+    let fake = FakeApiServer {
+        refuse: Some(("/status", StatusCode::NOT_FOUND)),
+        ..FakeApiServer::default()
+    };
+    let action = reconcile(everything(None), context(&fake))
+        .await
+        .expect("a vanished McpUpstream is not retried");
+    assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+}

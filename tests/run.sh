@@ -14,8 +14,9 @@ step "format and lint"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "MCP peers (npm)"
+step "MCP peers (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
+tests/peers/python/install.sh >/dev/null
 
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")

@@ -21,6 +21,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/tools", get(tools))
         .with_state(proxy)
 }
 
@@ -32,6 +33,12 @@ async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
         )],
         proxy.metrics.render(),
     )
+}
+
+/// `{"count": N, "fingerprint": "sha256:...", "drifted": [..]}` of the last tool listing, for
+/// the operator's status and for pinning `toolsProbe.expectedFingerprint`.
+async fn tools(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
+    axum::Json(proxy.upstream.tools_summary())
 }
 
 async fn readyz(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {

@@ -93,9 +93,7 @@ impl IntoResponse for Answer {
                 let events = tokio_stream_from(rx).map(|message| {
                     Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
                 });
-                Sse::new(events)
-                    .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
-                    .into_response()
+                sse_response(events)
             }
         }
     }
@@ -103,4 +101,19 @@ impl IntoResponse for Answer {
 
 fn tokio_stream_from(mut rx: mpsc::Receiver<Value>) -> impl futures::Stream<Item = Value> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// An SSE response with keep-alive comments every [`SSE_KEEP_ALIVE`] and
+/// `X-Accel-Buffering: no`, so reverse proxies forward events as they come.
+pub fn sse_response<S>(events: S) -> Response
+where
+    S: futures::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+{
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
+        .into_response();
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
 }

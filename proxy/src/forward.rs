@@ -1,23 +1,24 @@
-//! Forwarding one downstream JSON-RPC request over the shared upstream session.
+//! Forwarding one downstream JSON-RPC request over the upstream session.
 //!
 //! The request id is rewritten to an id unique on the upstream session and mapped back on the
 //! way out, so two clients that both use id 1 each get exactly their own reply (DESIGN.md
 //! failure 2); a `_meta.progressToken` is rewritten the same way. The `timeouts.call` budget is
-//! enforced here, outside the HTTP client. Every request ends in exactly one [`Outcome`],
+//! enforced here, outside the HTTP client (failure 4). A request the upstream refused because it
+//! did not know the session provably never ran, so it is replayed once on the next session;
+//! nothing else is ever replayed (failure 3). Every request ends in exactly one [`Outcome`],
 //! recorded once, including when the client goes away mid-call (the [`Call`] drop guard).
+
+mod relay;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use futures::StreamExt;
-use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::answer::Answer;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
@@ -25,8 +26,9 @@ use crate::upstream::{Reply, UpstreamError, UpstreamSession};
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;
-/// Budget for sending `notifications/cancelled` upstream; it never blocks a caller.
-const CANCEL_BUDGET: Duration = Duration::from_secs(5);
+/// Budget for proxy-originated messages to the upstream (cancellations, answers to server
+/// requests); they never block a caller.
+const CONTROL_BUDGET: Duration = Duration::from_secs(5);
 
 /// One request in flight: ends in exactly one outcome, recorded once.
 struct Call {
@@ -71,8 +73,7 @@ impl Call {
         }
     }
 
-    /// Maps an upstream message of this call back to the client's ids; `None` for messages the
-    /// client must not see.
+    /// Maps an upstream message of this call back to the client's id and progress token.
     fn restore(&self, mut message: Value) -> Value {
         if message.get("id") == Some(&json!(self.upstream_id)) {
             message["id"] = self.downstream_id.clone();
@@ -90,6 +91,16 @@ impl Call {
         (message.get("result").is_some() || message.get("error").is_some())
             && message.get("id") == Some(&json!(self.upstream_id))
     }
+
+    fn error(&self, code: i64, message: &str, outcome: Outcome) -> Answer {
+        Answer::error_with_data(
+            StatusCode::OK,
+            &self.downstream_id,
+            code,
+            message,
+            json!({ "outcome": outcome.as_label(), "retryable": true }),
+        )
+    }
 }
 
 impl Drop for Call {
@@ -99,6 +110,7 @@ impl Drop for Call {
     }
 }
 
+/// The progress token the upstream sees for the request with `upstream_id`.
 fn progress_token_for(upstream_id: u64) -> Value {
     json!(format!("berth-{upstream_id}"))
 }
@@ -113,13 +125,16 @@ fn send_cancelled(upstream: Arc<UpstreamSession>, upstream_id: u64, outcome: Out
         "method": "notifications/cancelled",
         "params": { "requestId": upstream_id, "reason": reason },
     });
+    send_in_background(upstream, message);
+}
+
+/// Sends a proxy-originated message upstream without blocking anyone (bounded by
+/// [`CONTROL_BUDGET`]).
+pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: Value) {
     tokio::spawn(async move {
-        let sent = tokio::time::timeout(CANCEL_BUDGET, upstream.send(&message)).await;
+        let sent = tokio::time::timeout(CONTROL_BUDGET, upstream.send(&message)).await;
         if !matches!(sent, Ok(Ok(_))) {
-            tracing::debug!(
-                upstream_request_id = upstream_id,
-                "failed to send notifications/cancelled upstream"
-            );
+            tracing::debug!("failed to send a control message upstream");
         }
     });
 }
@@ -137,23 +152,7 @@ pub async fn request(
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
-    let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await else {
-        proxy.metrics.record(
-            &method,
-            tool.as_deref(),
-            Outcome::UpstreamUnavailable,
-            started.elapsed(),
-        );
-        return Answer::error_with_data(
-            StatusCode::OK,
-            &id,
-            jsonrpc::UPSTREAM_UNAVAILABLE,
-            "upstream MCP server is unavailable",
-            json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
-        );
-    };
-    let upstream_id = upstream.next_request_id();
-    let in_flight = match session.begin(&id, upstream_id) {
+    let in_flight = match session.begin(&id) {
         Ok(in_flight) => in_flight,
         Err(duplicate) => {
             proxy.metrics.record(
@@ -170,58 +169,143 @@ pub async fn request(
             );
         }
     };
+    let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await else {
+        session.finish(&id);
+        proxy.metrics.record(
+            &method,
+            tool.as_deref(),
+            Outcome::UpstreamUnavailable,
+            started.elapsed(),
+        );
+        // No upstream session: this downstream session cannot be served; end it so the client
+        // starts over instead of collecting errors on a half-alive session (field case BR-04).
+        proxy.end_session(session.id());
+        return Answer::error_with_data(
+            StatusCode::OK,
+            &id,
+            jsonrpc::UPSTREAM_UNAVAILABLE,
+            "upstream MCP server is unavailable",
+            json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
+        );
+    };
+    if let Some(tool) = &tool {
+        // PerCall policy: list over the same session first; a drifted tool is blocked.
+        proxy.upstream.probe_before_call(&upstream).await;
+        if proxy.upstream.is_drifted(tool) {
+            session.finish(&id);
+            proxy.metrics.record(
+                &method,
+                Some(tool),
+                Outcome::DriftBlocked,
+                started.elapsed(),
+            );
+            return Answer::error_with_data(
+                StatusCode::OK,
+                &id,
+                jsonrpc::DRIFT_BLOCKED,
+                "tool changed or disappeared upstream since it was reviewed; calls are blocked",
+                json!({ "outcome": Outcome::DriftBlocked.as_label(), "tool": tool }),
+            );
+        }
+    }
+    if let Some(answer) = crate::subscriptions::local_answer(&proxy, &session, &id, &method, &body)
+    {
+        session.finish(&id);
+        proxy
+            .metrics
+            .record(&method, None, Outcome::Ok, started.elapsed());
+        return answer;
+    }
     let progress_token = body
         .get_mut("params")
         .and_then(|p| p.get_mut("_meta"))
         .and_then(|m| m.get_mut("progressToken"))
-        .map(|token| std::mem::replace(token, progress_token_for(upstream_id)));
-    body.insert("id".into(), json!(upstream_id));
-    let call = Call {
+        .map(|token| token.take());
+    let mut call = Call {
         proxy: Arc::clone(&proxy),
         session,
-        upstream: Arc::clone(&upstream),
+        upstream,
         downstream_id: id,
-        upstream_id,
+        upstream_id: 0,
         method,
         tool,
         progress_token,
         started,
         finished: false,
     };
-    let message = Value::Object(body);
-    let sent = tokio::select! {
-        () = in_flight.cancelled.cancelled() => None,
-        sent = tokio::time::timeout_at(deadline, upstream.send(&message)) => Some(sent),
-    };
-    match sent {
-        None => {
-            let answer = Answer::error(
-                StatusCode::OK,
-                &call.downstream_id,
-                jsonrpc::REQUEST_CANCELLED,
-                "request cancelled by the client",
-            );
-            call.finish(Outcome::Cancelled);
-            answer
-        }
-        Some(Err(_)) => timeout_answer(call),
-        Some(Ok(Err(error))) => upstream_failure(call, &error),
-        Some(Ok(Ok(Reply::Json(response)))) => {
-            let outcome = Outcome::of_response(&response);
-            let response = call.restore(response);
-            call.finish(outcome);
-            Answer::ok(response)
-        }
-        Some(Ok(Ok(Reply::Accepted))) => {
-            let error = UpstreamError::Malformed("request answered with 202".into());
-            upstream_failure(call, &error)
-        }
-        Some(Ok(Ok(Reply::Stream(stream)))) => {
-            let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-            tokio::spawn(relay(call, stream, tx, deadline, in_flight.cancelled));
-            Answer::Stream(rx)
-        }
+    let mut replayed = false;
+    loop {
+        call.upstream_id = call.upstream.next_request_id();
+        let message = rewrite(&body, &call);
+        let sent = tokio::select! {
+            () = in_flight.cancelled.cancelled() => None,
+            sent = tokio::time::timeout_at(deadline, call.upstream.send(&message)) => Some(sent),
+        };
+        let reply = match sent {
+            None => {
+                let answer = call.error(
+                    jsonrpc::REQUEST_CANCELLED,
+                    "request cancelled by the client",
+                    Outcome::Cancelled,
+                );
+                call.finish(Outcome::Cancelled);
+                return answer;
+            }
+            Some(Err(_)) => return timeout_answer(call),
+            Some(Ok(Err(UpstreamError::SessionLost))) if !replayed => {
+                // The upstream refused the request because it did not know the session: it
+                // provably never ran. Replay it once on the next session.
+                proxy.upstream.report_lost(&call.upstream, "not_found");
+                replayed = true;
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let budget = remaining.min(proxy.connect_budget);
+                match proxy.upstream.recover(&call.upstream, budget).await {
+                    Some(next) => {
+                        proxy.metrics.replays.inc();
+                        call.upstream = next;
+                        continue;
+                    }
+                    None => return session_lost(call),
+                }
+            }
+            Some(Ok(Err(UpstreamError::SessionLost))) => return session_lost(call),
+            Some(Ok(Err(error))) => return upstream_failure(call, &error),
+            Some(Ok(Ok(reply))) => reply,
+        };
+        return match reply {
+            Reply::Json(response) => {
+                let outcome = Outcome::of_response(&response);
+                let response = call.restore(response);
+                call.finish(outcome);
+                Answer::ok(response)
+            }
+            Reply::Accepted => {
+                let error = UpstreamError::Malformed("request answered with 202".into());
+                upstream_failure(call, &error)
+            }
+            Reply::Stream(stream) => {
+                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+                tokio::spawn(relay::run(call, stream, tx, deadline, in_flight.cancelled));
+                Answer::Stream(rx)
+            }
+        };
     }
+}
+
+/// The message as the upstream sees it: upstream id and, if the client asked for progress, the
+/// upstream-side progress token.
+fn rewrite(body: &Map<String, Value>, call: &Call) -> Value {
+    let mut body = body.clone();
+    body.insert("id".into(), json!(call.upstream_id));
+    if call.progress_token.is_some()
+        && let Some(meta) = body
+            .get_mut("params")
+            .and_then(|p| p.get_mut("_meta"))
+            .and_then(Value::as_object_mut)
+    {
+        meta.insert("progressToken".into(), progress_token_for(call.upstream_id));
+    }
+    Value::Object(body)
 }
 
 fn timeout_answer(call: Call) -> Answer {
@@ -236,11 +320,22 @@ fn timeout_answer(call: Call) -> Answer {
     answer
 }
 
+/// The session was lost and could not be recovered for this call: the client gets a retryable
+/// error and its downstream session ends, so its next request gets 404 and it starts over
+/// (field case BR-04).
+fn session_lost(call: Call) -> Answer {
+    call.proxy.upstream.report_lost(&call.upstream, "not_found");
+    call.proxy.end_session(call.session.id());
+    let answer = call.error(
+        jsonrpc::SESSION_LOST,
+        "upstream session was lost and could not be recovered; start a new session",
+        Outcome::SessionLost,
+    );
+    call.finish(Outcome::SessionLost);
+    answer
+}
+
 fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
-    let (outcome, code, message) = failure_of(error);
-    if matches!(error, UpstreamError::SessionLost) {
-        call.proxy.upstream.report_lost(&call.upstream);
-    }
     tracing::warn!(
         mcp.session_id = call.session.id(),
         mcp.method = %call.method,
@@ -251,101 +346,11 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         kind = error.kind(),
         "upstream request failed"
     );
-    let answer = Answer::error_with_data(
-        StatusCode::OK,
-        &call.downstream_id,
-        code,
-        message,
-        json!({ "outcome": outcome.as_label(), "retryable": true }),
+    let answer = call.error(
+        jsonrpc::UPSTREAM_ERROR,
+        "upstream MCP server failed to answer",
+        Outcome::UpstreamUnavailable,
     );
-    call.finish(outcome);
+    call.finish(Outcome::UpstreamUnavailable);
     answer
-}
-
-fn failure_of(error: &UpstreamError) -> (Outcome, i64, &'static str) {
-    match error {
-        UpstreamError::SessionLost => (
-            Outcome::SessionLost,
-            jsonrpc::SESSION_LOST,
-            "upstream session was lost; retry the request",
-        ),
-        _ => (
-            Outcome::UpstreamUnavailable,
-            jsonrpc::UPSTREAM_ERROR,
-            "upstream MCP server failed to answer",
-        ),
-    }
-}
-
-/// Relays an upstream SSE response to the client until the final response, the deadline, the
-/// client's cancellation, or the client going away.
-async fn relay(
-    call: Call,
-    mut stream: BoxStream<'static, Result<Value, UpstreamError>>,
-    tx: mpsc::Sender<Value>,
-    deadline: tokio::time::Instant,
-    cancelled: CancellationToken,
-) {
-    loop {
-        let next = tokio::select! {
-            () = tx.closed() => return call.finish(Outcome::Cancelled),
-            () = cancelled.cancelled() => return call.finish(Outcome::Cancelled),
-            () = tokio::time::sleep_until(deadline) => {
-                let Answer::Json { body, .. } = timeout_answer(call) else { return };
-                let _ = tx.send(body).await;
-                return;
-            }
-            next = stream.next() => next,
-        };
-        let message = match next {
-            Some(Ok(message)) => message,
-            Some(Err(error)) => return send_failure(call, &error, &tx).await,
-            None => {
-                let error = UpstreamError::Malformed("stream ended before the response".into());
-                return send_failure(call, &error, &tx).await;
-            }
-        };
-        if call.is_final(&message) {
-            let outcome = Outcome::of_response(&message);
-            let message = call.restore(message);
-            call.finish(outcome);
-            let _ = tx.send(message).await;
-            return;
-        }
-        match Message::classify(message.clone()) {
-            Ok(Message::Notification { .. }) => {
-                if tx.send(call.restore(message)).await.is_err() {
-                    return call.finish(Outcome::Cancelled);
-                }
-            }
-            Ok(Message::Request { id, method, .. }) => answer_server_request(&call, id, &method),
-            _ => tracing::debug!("ignored unexpected message on upstream response stream"),
-        }
-    }
-}
-
-async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<Value>) {
-    if let Answer::Json { body, .. } = upstream_failure(call, error) {
-        let _ = tx.send(body).await;
-    }
-}
-
-/// Server-to-client requests are not routed to clients yet: the proxy declares no client
-/// capabilities upstream, answers `ping` itself and refuses anything else at once so the
-/// upstream never waits on an answer that cannot come.
-fn answer_server_request(call: &Call, id: Value, method: &str) {
-    let reply = if method == "ping" {
-        json!({ "jsonrpc": "2.0", "id": id, "result": {} })
-    } else {
-        jsonrpc::error_response(
-            &id,
-            jsonrpc::METHOD_NOT_FOUND,
-            "method not supported by the berth proxy",
-            None,
-        )
-    };
-    let upstream = Arc::clone(&call.upstream);
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(CANCEL_BUDGET, upstream.send(&reply)).await;
-    });
 }

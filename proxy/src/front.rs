@@ -6,6 +6,7 @@
 //! revision 2025-03-26, are refused with -32600); a non-initialize message needs a live
 //! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
 
+mod era;
 mod initialize;
 
 use std::convert::Infallible;
@@ -15,13 +16,13 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
 use serde_json::{Map, Value};
 
-use crate::answer::{Answer, SSE_KEEP_ALIVE};
+use crate::answer::Answer;
 use crate::forward;
 use crate::jsonrpc::{self, Invalid, Message};
 use crate::server::Proxy;
@@ -77,6 +78,14 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: 
         Message::Request { id, .. } | Message::Response { id, .. } => id.clone(),
         Message::Notification { .. } => Value::Null,
     };
+    if header.is_none() && era::is_stateless(&headers, &message) {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&["stateless_era"])
+            .inc();
+        return era::unsupported(&request_id);
+    }
     let Some(header) = header else {
         proxy
             .metrics
@@ -100,20 +109,41 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: 
         Message::Notification { method, body } => {
             notification(&proxy, &session, &method, body).await
         }
-        Message::Response { id, .. } => {
-            proxy
-                .metrics
-                .invalid_messages
-                .with_label_values(&["unexpected_response"])
-                .inc();
-            Answer::error(
-                StatusCode::BAD_REQUEST,
-                &id,
-                jsonrpc::INVALID_REQUEST,
-                "no server request is pending with this id",
-            )
-        }
+        Message::Response { id, body } => client_response(&proxy, &session, &id, body).await,
     }
+}
+
+/// A client's answer to a server request the proxy relayed: sent upstream under the
+/// upstream's original id (field case BR-27).
+async fn client_response(
+    proxy: &Proxy,
+    session: &DownstreamSession,
+    id: &Value,
+    mut body: Map<String, Value>,
+) -> Answer {
+    let Some(pending) = session.take_server_request(id) else {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&["unexpected_response"])
+            .inc();
+        return Answer::error(
+            StatusCode::BAD_REQUEST,
+            id,
+            jsonrpc::INVALID_REQUEST,
+            "no server request is pending with this id",
+        );
+    };
+    body.insert("id".into(), pending.upstream_id);
+    let message = Value::Object(body);
+    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&message)).await;
+    if !matches!(sent, Ok(Ok(_))) {
+        tracing::warn!(
+            mcp.session_id = session.id(),
+            "failed to relay a client response upstream"
+        );
+    }
+    Answer::Accepted
 }
 
 fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
@@ -193,24 +223,29 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
     let Some(session) = proxy.sessions.get(header) else {
         return unknown_session(&proxy, &Value::Null).into_response();
     };
-    // The standalone stream stays open (with keep-alives) until the session ends. Server
-    // messages are not fanned out to it yet, and the handshake advertises none.
-    let closed = session.closed().clone().cancelled_owned();
-    let events = futures::stream::pending::<Result<Event, Infallible>>().take_until(closed);
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
-        .into_response()
+    // The standalone stream carries server messages (fanout) until the session ends or the
+    // client re-opens GET, which replaces this stream.
+    let session_closed = session.closed().clone();
+    let shutdown = proxy.shutdown.clone();
+    let closed = async move {
+        tokio::select! {
+            () = session_closed.cancelled() => {}
+            () = shutdown.cancelled() => {}
+        }
+    };
+    let mut rx = session.open_standalone();
+    let messages = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let events = messages
+        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.to_string())))
+        .take_until(closed);
+    crate::answer::sse_response(events)
 }
 
 async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
     let Some(header) = session_header(&headers) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
-    if proxy.sessions.remove(header) {
-        proxy
-            .metrics
-            .downstream_sessions
-            .set(proxy.sessions.len() as i64);
+    if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {
         unknown_session(&proxy, &Value::Null).into_response()

@@ -26,6 +26,11 @@ pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
 pub const SESSION_LOST: i64 = -32011;
 /// The upstream answered with an HTTP error or a malformed reply.
 pub const UPSTREAM_ERROR: i64 = -32012;
+/// The tool drifted from its baseline and `toolsProbe.onDrift` is `FailClosed`.
+pub const DRIFT_BLOCKED: i64 = -32013;
+/// The request uses a protocol revision the proxy does not serve (here: the session-less
+/// 2026-07-28 form); `error.data.supported` lists the revisions it does serve.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// One JSON-RPC message, classified by shape (JSON-RPC 2.0 §4).
 #[derive(Clone, Debug, PartialEq)]

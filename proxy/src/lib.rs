@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod fanout;
 pub mod forward;
 pub mod front;
 pub mod jsonrpc;
@@ -15,6 +16,7 @@ pub mod metrics;
 pub mod outcome;
 pub mod server;
 pub mod sessions;
+pub mod subscriptions;
 pub mod upstream;
 
 pub use outcome::Outcome;

@@ -53,8 +53,22 @@ pub struct Metrics {
     pub upstream_ready: IntGauge,
     /// `berth_proxy_upstream_initializations_total{result}`: `ok`, `error`, `timeout`.
     pub upstream_initializations: IntCounterVec,
-    /// `berth_proxy_upstream_session_losses_total`: upstream sessions the upstream forgot.
-    pub upstream_session_losses: IntCounter,
+    /// `berth_proxy_upstream_session_losses_total{reason}`: upstream sessions the upstream
+    /// forgot, by where the loss showed (`not_found`, `stream`, `probe`).
+    pub upstream_session_losses: IntCounterVec,
+    /// `berth_proxy_replays_total`: requests replayed once on a new upstream session after the
+    /// upstream refused them for an unknown session.
+    pub replays: IntCounter,
+    /// `berth_proxy_tools_probes_total{result}`: tool listings (`ok`, `error`, `timeout`).
+    pub tools_probes: IntCounterVec,
+    /// `berth_proxy_tools_drifted`: baseline tools currently removed or changed.
+    pub tools_drifted: IntGauge,
+    /// `berth_proxy_server_requests_total{result}`: server-to-client requests `relayed` to a
+    /// client or `refused` (no client with the capability, or no single owner).
+    pub server_requests: IntCounterVec,
+    /// `berth_proxy_server_messages_dropped_total`: server notifications for a client whose
+    /// standalone stream was closed or full.
+    pub server_messages_dropped: IntCounter,
     /// `berth_proxy_tools_discovered`: tools in the last upstream tool list.
     pub tools_discovered: IntGauge,
     /// `berth_proxy_downstream_sessions`: live client sessions.
@@ -114,9 +128,43 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
-        let upstream_session_losses = IntCounter::new(
-            "berth_proxy_upstream_session_losses_total",
-            "upstream sessions the upstream reported unknown",
+        let upstream_session_losses = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_upstream_session_losses_total",
+                "upstream sessions the upstream reported unknown, by where it showed",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let replays = IntCounter::new(
+            "berth_proxy_replays_total",
+            "requests replayed once after the upstream refused an unknown session",
+        )
+        .expect("valid metric");
+        let tools_probes = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_tools_probes_total",
+                "upstream tool listings by result",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let tools_drifted = IntGauge::new(
+            "berth_proxy_tools_drifted",
+            "baseline tools currently removed or changed upstream",
+        )
+        .expect("valid metric");
+        let server_requests = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_server_requests_total",
+                "server-to-client requests relayed to a client or refused",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
+        let server_messages_dropped = IntCounter::new(
+            "berth_proxy_server_messages_dropped_total",
+            "server notifications for a client whose standalone stream was closed or full",
         )
         .expect("valid metric");
         let tools_discovered = IntGauge::new(
@@ -157,6 +205,11 @@ impl Metrics {
             Box::new(upstream_ready.clone()),
             Box::new(upstream_initializations.clone()),
             Box::new(upstream_session_losses.clone()),
+            Box::new(replays.clone()),
+            Box::new(tools_probes.clone()),
+            Box::new(tools_drifted.clone()),
+            Box::new(server_requests.clone()),
+            Box::new(server_messages_dropped.clone()),
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
             Box::new(downstream_sessions_expired.clone()),
@@ -175,6 +228,11 @@ impl Metrics {
             upstream_ready,
             upstream_initializations,
             upstream_session_losses,
+            replays,
+            tools_probes,
+            tools_drifted,
+            server_requests,
+            server_messages_dropped,
             tools_discovered,
             downstream_sessions,
             downstream_sessions_expired,

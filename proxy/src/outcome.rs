@@ -25,11 +25,13 @@ pub enum Outcome {
     SessionLost,
     /// The proxy refused the request (a limit or a protocol rule).
     Rejected,
+    /// The tool drifted from the baseline and `toolsProbe.onDrift` is `FailClosed`.
+    DriftBlocked,
 }
 
 impl Outcome {
     /// Every outcome, in label order.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Ok,
         Self::ToolError,
         Self::RpcError,
@@ -38,6 +40,7 @@ impl Outcome {
         Self::UpstreamUnavailable,
         Self::SessionLost,
         Self::Rejected,
+        Self::DriftBlocked,
     ];
 
     /// The metric label value, e.g. `tool_error`.
@@ -51,6 +54,7 @@ impl Outcome {
             Self::UpstreamUnavailable => "upstream_unavailable",
             Self::SessionLost => "session_lost",
             Self::Rejected => "rejected",
+            Self::DriftBlocked => "drift_blocked",
         }
     }
 

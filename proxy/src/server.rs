@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::sessions::Sessions;
+use crate::subscriptions::Subscriptions;
 use crate::upstream::{HttpUpstream, Upstream, UpstreamError};
 
 /// A proxy that cannot start.
@@ -43,13 +44,45 @@ pub struct Proxy {
     pub upstream: Arc<Upstream>,
     /// Downstream sessions.
     pub sessions: Sessions,
+    /// Resource subscriptions per client.
+    pub subscriptions: Subscriptions,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.
     pub call_budget: Duration,
     /// `timeouts.connect`.
     pub connect_budget: Duration,
+    /// Fires when the proxy shuts down; long-lived streams end with it.
+    pub shutdown: CancellationToken,
 }
+
+impl Proxy {
+    /// Ends downstream session `id` (DELETE, idle expiry, or an unrecoverable upstream), releasing
+    /// its resource subscriptions. Returns whether it existed.
+    pub fn end_session(&self, id: &str) -> bool {
+        let existed = self.sessions.remove(id);
+        if existed {
+            self.metrics
+                .downstream_sessions
+                .set(self.sessions.len() as i64);
+            for uri in self.subscriptions.remove_session(id) {
+                if let Some(upstream) = self.upstream.current() {
+                    let message = serde_json::json!({
+                        "jsonrpc": "2.0",
+                        "id": upstream.next_request_id(),
+                        "method": "resources/unsubscribe",
+                        "params": { "uri": uri },
+                    });
+                    crate::forward::send_in_background(upstream, message);
+                }
+            }
+        }
+        existed
+    }
+}
+
+/// Server messages buffered between the upstream's standalone stream and the fan-out.
+const SERVER_MESSAGE_BUFFER: usize = 256;
 
 /// A started proxy.
 pub struct RunningProxy {
@@ -125,20 +158,24 @@ pub async fn start_on(
     let http = HttpUpstream::new(url, connect_budget)?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
+    let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
     let upstream = Upstream::spawn(
         http,
         connect_budget,
         config.tools_probe.clone(),
         call_budget,
         Arc::clone(&metrics),
+        server_messages,
         shutdown.clone(),
     );
     let proxy = Arc::new(Proxy {
         upstream,
         sessions: Sessions::new(idle_timeout),
+        subscriptions: Subscriptions::default(),
         metrics,
         call_budget,
         connect_budget,
+        shutdown: shutdown.clone(),
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
@@ -156,6 +193,11 @@ pub async fn start_on(
         tokio::spawn(expire_sessions(
             Arc::clone(&proxy),
             idle_timeout,
+            shutdown.clone(),
+        )),
+        tokio::spawn(crate::fanout::run(
+            Arc::clone(&proxy),
+            server_messages_rx,
             shutdown.clone(),
         )),
     ];
@@ -198,17 +240,14 @@ async fn expire_sessions(proxy: Arc<Proxy>, idle_timeout: Duration, shutdown: Ca
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
-        let expired = proxy.sessions.expire_idle();
-        if expired > 0 {
-            proxy
-                .metrics
-                .downstream_sessions_expired
-                .inc_by(expired as u64);
-            proxy
-                .metrics
-                .downstream_sessions
-                .set(proxy.sessions.len() as i64);
-            tracing::info!(expired, "downstream sessions expired");
+        let expired = proxy.sessions.expired_ids();
+        for id in &expired {
+            if proxy.end_session(id) {
+                proxy.metrics.downstream_sessions_expired.inc();
+            }
+        }
+        if !expired.is_empty() {
+            tracing::info!(expired = expired.len(), "downstream sessions expired");
         }
     }
 }

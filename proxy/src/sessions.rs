@@ -10,23 +10,41 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+use crate::upstream::UpstreamSession;
+
+/// Server messages buffered for a session's standalone GET stream before new ones are dropped
+/// (and counted): a client that stops reading holds only its own bounded buffer.
+pub const STANDALONE_BUFFER: usize = 64;
 
 /// One downstream session.
 #[derive(Debug)]
 pub struct DownstreamSession {
     id: String,
     protocol_version: String,
+    client_capabilities: Value,
     last_seen: Mutex<Instant>,
     in_flight: Mutex<HashMap<String, InFlight>>,
+    server_requests: Mutex<HashMap<String, ServerRequest>>,
+    next_server_request: std::sync::atomic::AtomicU64,
+    standalone: Mutex<Option<mpsc::Sender<Value>>>,
     closed: CancellationToken,
+}
+
+/// A server-to-client request relayed to this client and awaiting its answer.
+#[derive(Clone, Debug)]
+pub struct ServerRequest {
+    /// The upstream session that asked.
+    pub upstream: std::sync::Arc<UpstreamSession>,
+    /// The id the upstream used; the client's answer goes back under it.
+    pub upstream_id: Value,
 }
 
 /// A request the session has in flight upstream.
 #[derive(Clone, Debug)]
 pub struct InFlight {
-    /// The id the request carries upstream.
-    pub upstream_id: u64,
     /// Fired when the client cancels the request (`notifications/cancelled`).
     pub cancelled: CancellationToken,
 }
@@ -48,6 +66,64 @@ impl DownstreamSession {
         &self.protocol_version
     }
 
+    /// The `capabilities` the client declared in its `initialize`.
+    pub fn client_capabilities(&self) -> &Value {
+        &self.client_capabilities
+    }
+
+    /// Whether the client declared the capability a server request `method` needs:
+    /// `sampling/*` -> `sampling`, `elicitation/*` -> `elicitation`, `roots/*` -> `roots`.
+    /// `ping` needs none.
+    pub fn accepts_server_request(&self, method: &str) -> bool {
+        if method == "ping" {
+            return true;
+        }
+        let capability = method.split('/').next().unwrap_or_default();
+        matches!(capability, "sampling" | "elicitation" | "roots")
+            && self.client_capabilities.get(capability).is_some()
+    }
+
+    /// Registers a server request relayed to this client; returns the id the client sees
+    /// (`berth-s<n>`, unique on this session).
+    pub fn relay_server_request(&self, request: ServerRequest) -> String {
+        let n = self
+            .next_server_request
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("berth-s{n}");
+        let mut pending = self
+            .server_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.insert(id_key(&Value::String(id.clone())), request);
+        id
+    }
+
+    /// Takes the pending server request the client answers with `id`.
+    pub fn take_server_request(&self, id: &Value) -> Option<ServerRequest> {
+        let mut pending = self
+            .server_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.remove(&id_key(id))
+    }
+
+    /// Opens (or replaces) the standalone stream; returns its receiving end. A re-opened GET
+    /// replaces the stale stream, which ends (field case BR-15).
+    pub fn open_standalone(&self) -> mpsc::Receiver<Value> {
+        let (tx, rx) = mpsc::channel(STANDALONE_BUFFER);
+        *self.standalone.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// Queues a server message on the standalone stream. Returns false when no stream is open or
+    /// its buffer is full (the message is dropped; the caller counts it).
+    pub fn push_standalone(&self, message: Value) -> bool {
+        let guard = self.standalone.lock().unwrap_or_else(|e| e.into_inner());
+        guard
+            .as_ref()
+            .is_some_and(|tx| tx.try_send(message).is_ok())
+    }
+
     /// Fired when the session ends (DELETE or idle expiry).
     pub fn closed(&self) -> &CancellationToken {
         &self.closed
@@ -58,14 +134,13 @@ impl DownstreamSession {
     /// # Errors
     /// [`DuplicateRequestId`] when the same id is already in flight; the first request is not
     /// disturbed.
-    pub fn begin(&self, id: &Value, upstream_id: u64) -> Result<InFlight, DuplicateRequestId> {
+    pub fn begin(&self, id: &Value) -> Result<InFlight, DuplicateRequestId> {
         let key = id_key(id);
         let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
         if in_flight.contains_key(&key) {
             return Err(DuplicateRequestId(key));
         }
         let entry = InFlight {
-            upstream_id,
             cancelled: CancellationToken::new(),
         };
         in_flight.insert(key, entry.clone());
@@ -115,12 +190,20 @@ impl Sessions {
     }
 
     /// Creates a session with a fresh random id.
-    pub fn create(&self, protocol_version: &str) -> Arc<DownstreamSession> {
+    pub fn create(
+        &self,
+        protocol_version: &str,
+        client_capabilities: Value,
+    ) -> Arc<DownstreamSession> {
         let session = Arc::new(DownstreamSession {
             id: uuid::Uuid::new_v4().simple().to_string(),
             protocol_version: protocol_version.to_owned(),
+            client_capabilities,
             last_seen: Mutex::new(Instant::now()),
             in_flight: Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashMap::new()),
+            next_server_request: std::sync::atomic::AtomicU64::new(1),
+            standalone: Mutex::new(None),
             closed: CancellationToken::new(),
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -141,6 +224,12 @@ impl Sessions {
         Some(session)
     }
 
+    /// The live session `id` without marking it active (for server-initiated delivery).
+    pub fn get_quiet(&self, id: &str) -> Option<Arc<DownstreamSession>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.get(id).cloned()
+    }
+
     /// Ends session `id`. Returns whether it existed.
     pub fn remove(&self, id: &str) -> bool {
         let removed = {
@@ -150,17 +239,20 @@ impl Sessions {
         removed.map(|s| s.closed.cancel()).is_some()
     }
 
-    /// Ends every session idle for longer than the idle timeout; returns how many ended.
-    pub fn expire_idle(&self) -> usize {
+    /// Ids of every session idle for longer than the idle timeout (the caller ends them).
+    pub fn expired_ids(&self) -> Vec<String> {
         let now = Instant::now();
-        let expired: Vec<String> = {
-            let map = self.map.read().unwrap_or_else(|e| e.into_inner());
-            map.values()
-                .filter(|s| s.idle_for(now) > self.idle_timeout)
-                .map(|s| s.id.clone())
-                .collect()
-        };
-        expired.iter().filter(|id| self.remove(id)).count()
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .filter(|s| s.idle_for(now) > self.idle_timeout)
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
+    /// Every live session (for fan-out of server notifications).
+    pub fn all(&self) -> Vec<Arc<DownstreamSession>> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.values().cloned().collect()
     }
 
     /// Number of live sessions.
@@ -182,8 +274,8 @@ mod tests {
     #[test]
     fn session_ids_are_unique_and_long() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let a = sessions.create("2025-06-18");
-        let b = sessions.create("2025-06-18");
+        let a = sessions.create("2025-06-18", Value::Null);
+        let b = sessions.create("2025-06-18", Value::Null);
         assert_ne!(a.id(), b.id());
         assert_eq!(a.id().len(), 32);
     }
@@ -191,28 +283,59 @@ mod tests {
     #[test]
     fn duplicate_in_flight_id_is_rejected_and_first_kept() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-06-18");
-        let first = s.begin(&json!(2), 10).expect("first id accepted");
-        assert!(s.begin(&json!(2), 11).is_err());
-        assert_eq!(
-            s.in_flight(&json!(2)).map(|f| f.upstream_id),
-            Some(first.upstream_id)
+        let s = sessions.create("2025-06-18", Value::Null);
+        let first = s.begin(&json!(2)).expect("first id accepted");
+        assert!(s.begin(&json!(2)).is_err());
+        let kept = s.in_flight(&json!(2)).expect("first still in flight");
+        first.cancelled.cancel();
+        assert!(
+            kept.cancelled.is_cancelled(),
+            "the entry is the first request's"
         );
         assert!(
-            s.begin(&json!("2"), 12).is_ok(),
+            s.begin(&json!("2")).is_ok(),
             "string id \"2\" differs from number 2"
         );
         s.finish(&json!(2));
-        assert!(s.begin(&json!(2), 13).is_ok());
+        assert!(s.begin(&json!(2)).is_ok());
+    }
+
+    #[test]
+    fn server_request_capability_follows_client_declaration() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let s = sessions.create(
+            "2025-06-18",
+            json!({"sampling": {}, "roots": {"listChanged": true}}),
+        );
+        assert!(s.accepts_server_request("sampling/createMessage"));
+        assert!(s.accepts_server_request("roots/list"));
+        assert!(!s.accepts_server_request("elicitation/create"));
+        assert!(s.accepts_server_request("ping"));
+        assert!(!s.accepts_server_request("tools/call"));
+    }
+
+    #[test]
+    fn standalone_stream_reopen_replaces_and_full_buffer_drops() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let s = sessions.create("2025-06-18", Value::Null);
+        assert!(!s.push_standalone(json!(1)), "no stream open");
+        let mut old = s.open_standalone();
+        let _new = s.open_standalone();
+        assert!(old.try_recv().is_err());
+        for n in 0..STANDALONE_BUFFER {
+            assert!(s.push_standalone(json!(n)));
+        }
+        assert!(!s.push_standalone(json!("overflow")), "bounded buffer");
     }
 
     #[test]
     fn removed_or_expired_session_is_unknown() {
         let sessions = Sessions::new(Duration::ZERO);
-        let s = sessions.create("2025-06-18");
+        let s = sessions.create("2025-06-18", Value::Null);
         std::thread::sleep(Duration::from_millis(5));
         assert!(sessions.get(s.id()).is_none(), "idle past timeout");
-        assert_eq!(sessions.expire_idle(), 1);
+        assert_eq!(sessions.expired_ids(), [s.id().to_owned()]);
+        assert!(sessions.remove(s.id()));
         assert!(s.closed().is_cancelled());
         assert!(!sessions.remove(s.id()));
     }

@@ -8,18 +8,21 @@
 
 pub mod http;
 pub mod session;
+pub mod tools;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use berth_crds::{ToolsProbePolicy, ToolsProbeSpec};
+use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 pub use http::{HttpUpstream, Reply};
 pub use session::UpstreamSession;
+use tools::Catalog;
 
 /// Most `tools/list` pages the probe follows before giving up on a cursor loop.
 const MAX_TOOL_PAGES: usize = 100;
@@ -27,6 +30,8 @@ const MAX_TOOL_PAGES: usize = 100;
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between handshake attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Budget for ending the upstream session on shutdown; shutdown never waits longer.
+const CLOSE_BUDGET: Duration = Duration::from_secs(2);
 
 /// A failed exchange with the upstream. `kind()` gives a bounded label for metrics and logs.
 #[derive(Debug, thiserror::Error)]
@@ -79,7 +84,7 @@ impl UpstreamError {
     }
 }
 
-/// The shared upstream: the current session (if any) and readiness.
+/// The shared upstream: the current session (if any), readiness and the tool catalogue.
 pub struct Upstream {
     http: HttpUpstream,
     connect_budget: Duration,
@@ -87,7 +92,10 @@ pub struct Upstream {
     probe_budget: Duration,
     current: watch::Sender<Option<Arc<UpstreamSession>>>,
     ready: watch::Sender<bool>,
-    lost: Notify,
+    attempts: watch::Sender<u64>,
+    refresh: Notify,
+    catalog: RwLock<Catalog>,
+    server_messages: mpsc::Sender<Value>,
     metrics: Arc<Metrics>,
 }
 
@@ -96,22 +104,27 @@ impl Upstream {
     /// then closes the session.
     ///
     /// `connect_budget` bounds each handshake; `probe_budget` bounds each tool listing.
+    /// Messages the upstream sends on its standalone stream go to `server_messages`.
     pub fn spawn(
         http: HttpUpstream,
         connect_budget: Duration,
         probe: ToolsProbeSpec,
         probe_budget: Duration,
         metrics: Arc<Metrics>,
+        server_messages: mpsc::Sender<Value>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         let upstream = Arc::new(Self {
             http,
             connect_budget,
+            catalog: RwLock::new(Catalog::new(probe.expected_fingerprint.clone())),
             probe,
             probe_budget,
             current: watch::channel(None).0,
             ready: watch::channel(false).0,
-            lost: Notify::new(),
+            attempts: watch::channel(0).0,
+            refresh: Notify::new(),
+            server_messages,
             metrics,
         });
         tokio::spawn(Arc::clone(&upstream).supervise(shutdown));
@@ -126,11 +139,11 @@ impl Upstream {
 
     /// The current session, waiting at most `budget` for one to be established.
     ///
-    /// # Errors
-    /// `None` when no session was available within `budget`.
+    /// Returns `None` when no session was available within `budget`.
     ///
     /// # Cancellation
-    /// Cancel-safe.
+    /// Cancel-safe. Waiting callers never drive or cancel the handshake: the supervisor alone
+    /// runs it (single flight), so no caller's deadline can interrupt it.
     pub async fn session(&self, budget: Duration) -> Option<Arc<UpstreamSession>> {
         let mut rx = self.current.subscribe();
         let wait = rx.wait_for(|s| s.as_ref().is_some_and(|s| !s.is_lost()));
@@ -140,17 +153,82 @@ impl Upstream {
         }
     }
 
-    /// Reports that the upstream forgot `session`; the supervisor opens a new one. Reports
-    /// about a session that was already replaced are ignored.
-    pub fn report_lost(&self, session: &Arc<UpstreamSession>) {
+    /// A session to replace `lost`: the current one if the supervisor already re-initialized,
+    /// otherwise the result of the supervisor's next handshake attempt, waiting at most
+    /// `budget`. One failed attempt ends the wait, so a caller causes at most one
+    /// re-initialization per loss and never loops (field case BR-03).
+    ///
+    /// # Cancellation
+    /// Cancel-safe; the handshake itself belongs to the supervisor.
+    pub async fn recover(
+        &self,
+        lost: &Arc<UpstreamSession>,
+        budget: Duration,
+    ) -> Option<Arc<UpstreamSession>> {
+        let mut attempts = self.attempts.subscribe();
+        attempts.borrow_and_update();
+        if let Some(current) = self.current().filter(|s| !Arc::ptr_eq(s, lost)) {
+            return Some(current);
+        }
+        let next_attempt = tokio::time::timeout(budget, attempts.changed()).await;
+        if !matches!(next_attempt, Ok(Ok(()))) {
+            return None;
+        }
+        self.current().filter(|s| !Arc::ptr_eq(s, lost))
+    }
+
+    /// The current session, if one is published and not lost (does not wait).
+    pub fn current(&self) -> Option<Arc<UpstreamSession>> {
+        self.current.borrow().clone().filter(|s| !s.is_lost())
+    }
+
+    /// Follows the published session (each new session after a re-initialization).
+    pub fn watch_sessions(&self) -> watch::Receiver<Option<Arc<UpstreamSession>>> {
+        self.current.subscribe()
+    }
+
+    /// Reports that the upstream forgot `session` (`reason`: `not_found`, `stream`, `probe`);
+    /// the supervisor opens a new one. Reports about a session already replaced are ignored, so
+    /// concurrent callers cause one re-initialization and one count.
+    pub fn report_lost(&self, session: &Arc<UpstreamSession>, reason: &'static str) {
         let is_current = self
             .current
             .borrow()
             .as_ref()
             .is_some_and(|s| Arc::ptr_eq(s, session));
-        if is_current {
-            self.lost.notify_one();
+        session.mark_lost();
+        if is_current && session.claim_report() {
+            self.metrics
+                .upstream_session_losses
+                .with_label_values(&[reason])
+                .inc();
         }
+    }
+
+    /// Asks the supervisor to list tools again (on `notifications/tools/list_changed`).
+    pub fn refresh_tools(&self) {
+        if self.probe.policy != ToolsProbePolicy::Never {
+            self.refresh.notify_one();
+        }
+    }
+
+    /// Whether calls to `tool` are blocked by drift (`toolsProbe.onDrift: FailClosed`).
+    pub fn is_drifted(&self, tool: &str) -> bool {
+        self.catalog.read().is_ok_and(|c| c.is_drifted(tool))
+    }
+
+    /// `{"count", "fingerprint", "drifted"}` of the last listing.
+    pub fn tools_summary(&self) -> Value {
+        self.catalog
+            .read()
+            .map(|c| c.summary())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Lists tools now over `session` if the policy is `PerCall`; returns whether the listing
+    /// (when one was due) succeeded.
+    pub async fn probe_before_call(&self, session: &UpstreamSession) -> bool {
+        self.probe.policy != ToolsProbePolicy::PerCall || self.probe_tools(session).await
     }
 
     async fn supervise(self: Arc<Self>, shutdown: CancellationToken) {
@@ -160,6 +238,7 @@ impl Upstream {
                 () = shutdown.cancelled() => break,
                 attempt = self.establish() => attempt,
             };
+            self.attempts.send_modify(|n| *n += 1);
             let Some(session) = attempt else {
                 let wait = tokio::select! {
                     () = shutdown.cancelled() => break,
@@ -169,26 +248,31 @@ impl Upstream {
                 continue;
             };
             backoff = MIN_BACKOFF;
+            let listening = CancellationToken::new();
+            tokio::spawn(Arc::clone(&self).listen(Arc::clone(&session), listening.clone()));
             let stopping = tokio::select! {
                 () = shutdown.cancelled() => true,
                 () = self.hold(&session) => false,
             };
+            listening.cancel();
             self.ready.send_replace(false);
             self.metrics.upstream_ready.set(0);
             self.current.send_replace(None);
             if stopping {
-                session.close().await;
+                let _ = tokio::time::timeout(CLOSE_BUDGET, session.close()).await;
                 break;
             }
-            self.metrics.upstream_session_losses.inc();
             tracing::warn!(upstream = %self.http.url(), "upstream session lost; re-initializing");
         }
     }
 
     /// One handshake within the connect budget, then the first tools probe. Publishes the
-    /// session as soon as the handshake completed; readiness follows the probe.
+    /// session only after the handshake completed (so no caller sees it half-initialized);
+    /// readiness follows the probe.
     async fn establish(&self) -> Option<Arc<UpstreamSession>> {
-        let handshake = UpstreamSession::handshake(self.http.clone());
+        let handshake = UpstreamSession::handshake(self.http.clone(), None);
+        // On expiry the handshake future is dropped: its HTTP exchange is abandoned, nothing of
+        // it stays behind.
         let session = match tokio::time::timeout(self.connect_budget, handshake).await {
             Ok(Ok(session)) => Arc::new(session),
             Ok(Err(error)) => {
@@ -219,49 +303,71 @@ impl Upstream {
         );
         self.current.send_replace(Some(Arc::clone(&session)));
         if self.probe.policy == ToolsProbePolicy::Never || self.probe_tools(&session).await {
-            self.ready.send_replace(true);
-            self.metrics.upstream_ready.set(1);
+            self.set_ready(true);
+        }
+        if session.is_lost() {
+            self.report_lost(&session, "probe");
         }
         Some(session)
     }
 
-    /// Holds the session until it is reported lost, re-probing on the `Interval` policy.
+    fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+        self.metrics.upstream_ready.set(i64::from(ready));
+    }
+
+    /// Holds the session until it is reported lost, re-probing on the `Interval` policy, on
+    /// `list_changed`, and while the last probe failed.
     async fn hold(&self, session: &Arc<UpstreamSession>) {
         let interval = self.probe.interval().unwrap_or(Duration::from_secs(300));
         loop {
             let not_ready = !self.is_ready();
-            let reprobe = self.probe.policy == ToolsProbePolicy::Interval || not_ready;
+            let periodic = self.probe.policy == ToolsProbePolicy::Interval || not_ready;
             let wait = if not_ready { MAX_BACKOFF } else { interval };
             tokio::select! {
-                () = self.lost.notified() => return,
-                () = tokio::time::sleep(wait), if reprobe => {
-                    let listed = self.probe_tools(session).await;
-                    if session.is_lost() {
-                        return;
-                    }
-                    self.ready.send_replace(listed);
-                    self.metrics.upstream_ready.set(i64::from(listed));
-                }
+                () = session.lost().cancelled() => return,
+                () = self.refresh.notified() => {}
+                () = tokio::time::sleep(wait), if periodic => {}
             }
+            let listed = self.probe_tools(session).await;
+            if session.is_lost() {
+                self.report_lost(session, "probe");
+                return;
+            }
+            self.set_ready(listed);
         }
     }
 
-    /// Lists every tool over `session` (following cursors) and records the names for metric
-    /// labels. Returns whether the listing succeeded within the probe budget.
+    /// Lists every tool over `session` (following cursors), updates the catalogue and the
+    /// metric label set. Returns whether the listing succeeded within the probe budget.
     async fn probe_tools(&self, session: &UpstreamSession) -> bool {
         let listing = tokio::time::timeout(self.probe_budget, list_tools(session)).await;
+        let result = match &listing {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "error",
+            Err(_) => "timeout",
+        };
+        self.metrics.tools_probes.with_label_values(&[result]).inc();
         match listing {
-            Ok(Ok(names)) => {
-                tracing::info!(tools = names.len(), "upstream tools listed");
-                self.metrics
-                    .set_tool_names(names.iter().map(String::as_str));
+            Ok(Ok(tools)) => {
+                let drifted = {
+                    let Ok(mut catalog) = self.catalog.write() else {
+                        return false;
+                    };
+                    catalog.update(&tools, self.probe.on_drift);
+                    self.metrics.set_tool_names(catalog.names());
+                    catalog.drifted().map(str::to_owned).collect::<Vec<_>>()
+                };
+                self.metrics.tools_drifted.set(drifted.len() as i64);
+                if drifted.is_empty() {
+                    tracing::info!(tools = tools.len(), "upstream tools listed");
+                } else {
+                    tracing::warn!(tools = tools.len(), drifted = ?drifted, "upstream tools drifted from the baseline");
+                }
                 true
             }
             Ok(Err(error)) => {
                 tracing::warn!(error = %error, kind = error.kind(), "upstream tools probe failed");
-                if matches!(error, UpstreamError::SessionLost) {
-                    self.lost.notify_one();
-                }
                 false
             }
             Err(_) => {
@@ -273,11 +379,64 @@ impl Upstream {
             }
         }
     }
+
+    /// Keeps the session's standalone stream (GET) open and hands its messages to the proxy.
+    /// A broken or idle-closed stream is reopened with backoff (with `Last-Event-ID` when the
+    /// upstream sent event ids); it never ends the session by itself (field case BR-15).
+    async fn listen(self: Arc<Self>, session: Arc<UpstreamSession>, stop: CancellationToken) {
+        let (Some(id), protocol) = (
+            session.id().map(str::to_owned),
+            session.protocol_version().to_owned(),
+        ) else {
+            return;
+        };
+        let mut last_event_id: Option<String> = None;
+        let mut backoff = MIN_BACKOFF;
+        while !stop.is_cancelled() && !session.is_lost() {
+            let opened = tokio::select! {
+                () = stop.cancelled() => return,
+                opened = self.http.get(&id, &protocol, last_event_id.as_deref()) => opened,
+            };
+            match opened {
+                Ok(None) => return,
+                Ok(Some(mut stream)) => {
+                    backoff = MIN_BACKOFF;
+                    loop {
+                        let next = tokio::select! {
+                            () = stop.cancelled() => return,
+                            next = stream.next() => next,
+                        };
+                        let Some(Ok((event_id, message))) = next else {
+                            break;
+                        };
+                        if event_id.is_some() {
+                            last_event_id = event_id;
+                        }
+                        if self.server_messages.send(message).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(UpstreamError::SessionLost) => {
+                    self.report_lost(&session, "stream");
+                    return;
+                }
+                Err(error) => {
+                    tracing::debug!(error = %error, "upstream standalone stream failed; reopening");
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
 }
 
-/// Every tool name the upstream lists, following `nextCursor` (at most [`MAX_TOOL_PAGES`]).
-async fn list_tools(session: &UpstreamSession) -> Result<Vec<String>, UpstreamError> {
-    let mut names = Vec::new();
+/// Every tool the upstream lists, following `nextCursor` (at most [`MAX_TOOL_PAGES`] pages).
+async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
+    let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_TOOL_PAGES {
         let params = match &cursor {
@@ -290,19 +449,14 @@ async fn list_tools(session: &UpstreamSession) -> Result<Vec<String>, UpstreamEr
                 "tools/list failed: {error}"
             )));
         }
-        let tools = response
+        let page = response
             .pointer("/result/tools")
             .and_then(Value::as_array)
             .ok_or_else(|| UpstreamError::Malformed("tools/list result has no tools".into()))?;
-        names.extend(
-            tools
-                .iter()
-                .filter_map(|t| t.get("name").and_then(Value::as_str))
-                .map(str::to_owned),
-        );
+        tools.extend(page.iter().cloned());
         cursor = response.pointer("/result/nextCursor").cloned();
         if cursor.as_ref().is_none_or(Value::is_null) {
-            return Ok(names);
+            return Ok(tools);
         }
     }
     Err(UpstreamError::Malformed(

@@ -3,6 +3,8 @@
 //!
 //! Everything binds 127.0.0.1 only. Every wait has a deadline.
 
+pub mod cluster;
+pub mod fault;
 pub mod peers;
 pub mod proxy;
 pub mod tap;

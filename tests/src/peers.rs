@@ -1,8 +1,11 @@
 //! Real MCP servers started as child processes on loopback.
 //!
 //! The Node reference server comes from `tests/peers/node` (installed by `make test` with
-//! `npm ci`); `loopback.mjs` makes it bind 127.0.0.1 instead of every interface.
+//! `npm ci`); `loopback.mjs` makes it bind 127.0.0.1 instead of every interface. The Python SDK
+//! server is `tests/peers/python/server.py`, run by the venv `tests/peers/python/install.sh`
+//! makes.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -59,4 +62,61 @@ pub async fn everything() -> Peer {
         port,
         _child: child,
     }
+}
+
+/// Starts `tests/peers/python/server.py` (a stateful server written with the Python `mcp` SDK)
+/// in Streamable HTTP mode.
+///
+/// The interpreter is `$BERTH_PYTHON` when set, else the one `tests/peers/python/install.sh`
+/// wrote to `${BERTH_CACHE_DIR:-$HOME/.cache/berth}/python-peer`.
+///
+/// # Panics
+/// When neither names an interpreter (run `tests/peers/python/install.sh`) or the server does
+/// not listen within 30 s.
+pub async fn python_server() -> Peer {
+    let script = repo_root().join("tests/peers/python/server.py");
+    assert!(script.exists(), "{} missing", script.display());
+    let python = python_interpreter();
+    let port = free_port();
+    let child = Command::new(&python)
+        .arg(&script)
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", python.display()));
+    wait_for(
+        "the Python MCP server to listen",
+        Duration::from_secs(30),
+        || async move {
+            tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .ok()
+        },
+    )
+    .await;
+    Peer {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        _child: child,
+    }
+}
+
+fn python_interpreter() -> PathBuf {
+    if let Some(python) = std::env::var_os("BERTH_PYTHON") {
+        return python.into();
+    }
+    let cache = std::env::var_os("BERTH_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/berth")))
+        .expect("BERTH_CACHE_DIR or HOME is set");
+    let marker = cache.join("python-peer");
+    let python = std::fs::read_to_string(&marker).unwrap_or_else(|_| {
+        panic!(
+            "{} missing: run tests/peers/python/install.sh (make test runs it)",
+            marker.display()
+        )
+    });
+    python.trim().into()
 }

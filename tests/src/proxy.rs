@@ -160,3 +160,107 @@ pub fn call(id: Value, tool: &str, arguments: Value) -> String {
     })
     .to_string()
 }
+
+/// POSTs a raw body and returns the HTTP status and the JSON-RPC messages of the reply as they
+/// arrive (one for JSON; each SSE event otherwise), so a test can answer server requests
+/// mid-call.
+///
+/// # Panics
+/// When the request cannot be sent.
+pub async fn post_stream(
+    url: &str,
+    session: &str,
+    body: &str,
+) -> (u16, tokio::sync::mpsc::Receiver<Value>) {
+    use futures::StreamExt;
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("post");
+    let status = response.status().as_u16();
+    let is_sse = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        if !is_sse {
+            if let Ok(value) = response.json::<Value>().await {
+                let _ = tx.send(value).await;
+            }
+            return;
+        }
+        let mut events = sse_stream::SseByteStream::new(response.bytes_stream());
+        while let Some(Ok(event)) = events.next().await {
+            let Some(data) = event.data else { continue };
+            if let Ok(value) = serde_json::from_str(&data)
+                && tx.send(value).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+    (status, rx)
+}
+
+/// Opens the session's standalone GET stream; returns its messages as they arrive.
+///
+/// # Panics
+/// When the request cannot be sent or is not answered with 200.
+pub async fn open_get_stream(url: &str, session: &str) -> tokio::sync::mpsc::Receiver<Value> {
+    use futures::StreamExt;
+    let response = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(response.status().as_u16(), 200, "GET stream opens");
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        let mut events = sse_stream::SseByteStream::new(response.bytes_stream());
+        while let Some(Ok(event)) = events.next().await {
+            let Some(data) = event.data else { continue };
+            if let Ok(value) = serde_json::from_str(&data)
+                && tx.send(value).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// `initialize` with the given client capabilities + `notifications/initialized`; returns the
+/// session id and the initialize result.
+///
+/// # Panics
+/// When the handshake fails.
+pub async fn open_session_with(url: &str, version: &str, capabilities: Value) -> (String, Value) {
+    let init = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": capabilities,
+            "clientInfo": { "name": "berth-tests", "version": "0" },
+        },
+    });
+    let reply = post_raw(url, None, &init.to_string()).await;
+    assert_eq!(reply.status, 200, "initialize: {reply:?}");
+    let session = reply.session.clone().expect("session id");
+    let inited = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    assert_eq!(
+        post_raw(url, Some(&session), &inited.to_string())
+            .await
+            .status,
+        202
+    );
+    (session, reply.last()["result"].clone())
+}

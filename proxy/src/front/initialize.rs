@@ -18,7 +18,7 @@ pub async fn handle(
     proxy: &Proxy,
     header: Option<&str>,
     id: &Value,
-    _body: &Map<String, Value>,
+    body: &Map<String, Value>,
 ) -> Answer {
     if let Some(header) = header {
         if proxy.sessions.get(header).is_some() {
@@ -47,10 +47,14 @@ pub async fn handle(
     };
     let mut result = upstream.initialize_result().clone();
     result["protocolVersion"] = json!(upstream.protocol_version());
-    if let Some(capabilities) = result.get_mut("capabilities") {
-        *capabilities = deliverable_capabilities(capabilities.clone());
-    }
-    let session = proxy.sessions.create(upstream.protocol_version());
+    let client_capabilities = body
+        .get("params")
+        .and_then(|p| p.get("capabilities"))
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let session = proxy
+        .sessions
+        .create(upstream.protocol_version(), client_capabilities);
     proxy
         .metrics
         .downstream_sessions
@@ -64,35 +68,5 @@ pub async fn handle(
         status: StatusCode::OK,
         body: json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         session: Some(session.id().to_owned()),
-    }
-}
-
-/// The upstream's capabilities minus what the proxy cannot deliver to clients yet:
-/// `listChanged` notifications and resource `subscribe` updates travel on the upstream's
-/// standalone stream, which is not fanned out to clients (field case BR-26: never advertise
-/// what cannot be delivered).
-pub fn deliverable_capabilities(mut capabilities: Value) -> Value {
-    for kind in ["tools", "prompts", "resources"] {
-        if let Some(Value::Object(entry)) = capabilities.get_mut(kind) {
-            entry.remove("listChanged");
-            entry.remove("subscribe");
-        }
-    }
-    capabilities
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deliverable_capabilities_drops_list_changed_and_subscribe() {
-        let caps = json!({
-            "tools": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "logging": {},
-        });
-        let out = deliverable_capabilities(caps);
-        assert_eq!(out, json!({"tools": {}, "resources": {}, "logging": {}}));
     }
 }

@@ -129,6 +129,48 @@ impl HttpUpstream {
         }
     }
 
+    /// Opens the session's standalone server stream with `GET` (MCP 2025-06-18, "Listening for
+    /// Messages from the Server"). `Ok(None)` when the upstream offers none (405).
+    ///
+    /// # Errors
+    /// [`UpstreamError::SessionLost`] for 404; [`UpstreamError::Status`] for other errors;
+    /// [`UpstreamError::Send`] when the request could not be sent.
+    pub async fn get(
+        &self,
+        session: &str,
+        protocol_version: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<
+        Option<BoxStream<'static, Result<(Option<String>, Value), UpstreamError>>>,
+        UpstreamError,
+    > {
+        let mut request = self
+            .client
+            .get(self.url.clone())
+            .headers(headers(Some(session), Some(protocol_version)))
+            .header(ACCEPT, "text/event-stream")
+            .header(SESSION_HEADER, session);
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = request.send().await.map_err(UpstreamError::Send)?;
+        let status = response.status();
+        if status == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(None);
+        }
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Err(UpstreamError::SessionLost);
+        }
+        if !status.is_success() {
+            let body = error_body(response).await;
+            return Err(UpstreamError::Status {
+                status: status.as_u16(),
+                body,
+            });
+        }
+        Ok(Some(sse_events(response)))
+    }
+
     /// Ends an upstream session with `DELETE` (best effort; errors are returned, not retried).
     ///
     /// # Errors
@@ -158,6 +200,30 @@ async fn error_body(response: reqwest::Response) -> String {
     let bytes = response.bytes().await.unwrap_or_default();
     let end = bytes.len().min(ERROR_BODY_LIMIT);
     String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// Turns an SSE response into `(event id, JSON-RPC message)` pairs, skipping events without
+/// data; an event whose data is not JSON is logged and skipped (the stream stays usable).
+fn sse_events(
+    response: reqwest::Response,
+) -> BoxStream<'static, Result<(Option<String>, Value), UpstreamError>> {
+    SseByteStream::new(response.bytes_stream())
+        .filter_map(|event| async move {
+            match event {
+                Err(e) => Some(Err(UpstreamError::Malformed(format!("broken SSE stream: {e}")))),
+                Ok(sse) => {
+                    let data = sse.data.as_deref().map(str::trim).filter(|d| !d.is_empty())?;
+                    match serde_json::from_str(data) {
+                        Ok(value) => Some(Ok((sse.id, value))),
+                        Err(error) => {
+                            tracing::warn!(%error, "skipped a non-JSON event on the upstream stream");
+                            None
+                        }
+                    }
+                }
+            }
+        })
+        .boxed()
 }
 
 /// Turns an SSE response into JSON-RPC messages. Events without data (priming events,

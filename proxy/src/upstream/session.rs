@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::UpstreamError;
 use super::http::{HttpUpstream, Reply};
@@ -25,13 +26,17 @@ pub struct UpstreamSession {
     protocol_version: String,
     initialize_result: Value,
     next_request_id: AtomicU64,
-    lost: AtomicBool,
+    lost: CancellationToken,
+    reported: AtomicBool,
 }
 
 impl UpstreamSession {
     /// Runs the MCP handshake: `initialize` without a session header, then
     /// `notifications/initialized` on the new session. The session exists only once both
     /// succeeded, so no caller can see a half-initialized session.
+    ///
+    /// `params` are the `initialize` params to send; `None` sends the proxy's own
+    /// ([`proxy_initialize_params`]).
     ///
     /// # Errors
     /// Any [`UpstreamError`] from either step; [`UpstreamError::Handshake`] when the upstream
@@ -40,17 +45,13 @@ impl UpstreamSession {
     /// # Cancellation
     /// Applies no timeout itself; callers wrap it in the connect budget. Dropping it abandons
     /// the handshake and leaves no session behind on the proxy's side.
-    pub async fn handshake(http: HttpUpstream) -> Result<Self, UpstreamError> {
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": REQUESTED_VERSION,
-                "capabilities": {},
-                "clientInfo": { "name": "berth-proxy", "version": env!("CARGO_PKG_VERSION") },
-            },
-        });
+    pub async fn handshake(
+        http: HttpUpstream,
+        params: Option<Value>,
+    ) -> Result<Self, UpstreamError> {
+        let params = params.unwrap_or_else(proxy_initialize_params);
+        let request =
+            json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });
         let (reply, id) = http.post(&request, None, None).await?;
         let response = final_response(reply, &json!(0)).await?;
         if let Some(error) = response.get("error") {
@@ -78,7 +79,8 @@ impl UpstreamSession {
             protocol_version,
             initialize_result: result,
             next_request_id: AtomicU64::new(1),
-            lost: AtomicBool::new(false),
+            lost: CancellationToken::new(),
+            reported: AtomicBool::new(false),
         };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         session.send(&initialized).await?;
@@ -107,7 +109,22 @@ impl UpstreamSession {
 
     /// Whether the upstream has reported this session unknown.
     pub fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Relaxed)
+        self.lost.is_cancelled()
+    }
+
+    /// Marks the session lost.
+    pub fn mark_lost(&self) {
+        self.lost.cancel();
+    }
+
+    /// Fires when the session is marked lost.
+    pub fn lost(&self) -> &CancellationToken {
+        &self.lost
+    }
+
+    /// Marks the loss as reported; true only for the first caller, so a loss is counted once.
+    pub fn claim_report(&self) -> bool {
+        !self.reported.swap(true, Ordering::Relaxed)
     }
 
     /// Sends one message on this session.
@@ -120,7 +137,7 @@ impl UpstreamSession {
             .post(message, self.id(), Some(&self.protocol_version))
             .await;
         if matches!(result, Err(UpstreamError::SessionLost)) {
-            self.lost.store(true, Ordering::Relaxed);
+            self.mark_lost();
         }
         result.map(|(reply, _)| reply)
     }
@@ -146,6 +163,17 @@ impl UpstreamSession {
             tracing::debug!(%error, "failed to delete upstream session");
         }
     }
+}
+
+/// The proxy's own `initialize` params for a shared session: the newest revision with a
+/// handshake, and the client capabilities whose server requests the proxy routes to the client
+/// that made the call (sampling, elicitation, roots).
+pub fn proxy_initialize_params() -> Value {
+    json!({
+        "protocolVersion": REQUESTED_VERSION,
+        "capabilities": { "sampling": {}, "elicitation": {}, "roots": { "listChanged": true } },
+        "clientInfo": { "name": "berth-proxy", "version": env!("CARGO_PKG_VERSION") },
+    })
 }
 
 /// Waits for the response with `id` in a reply.

@@ -1,0 +1,134 @@
+//! Messages the upstream sends on its standalone stream (not tied to a client's request),
+//! delivered to clients' standalone GET streams.
+//!
+//! - `notifications/tools/list_changed` re-lists tools over the same session and reaches every
+//!   client, as do the other list-changed kinds and `notifications/message` (field case BR-26).
+//! - `notifications/resources/updated` reaches the clients subscribed to that URI.
+//! - A server-to-client request goes to the only client when there is exactly one and it
+//!   declared the capability; otherwise the upstream gets -32601 at once and
+//!   `berth_proxy_server_requests_total{result="refused"}` moves.
+//! - On every new upstream session, resource subscriptions are re-established.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::{self, Message};
+use crate::server::Proxy;
+use crate::sessions::{DownstreamSession, ServerRequest};
+
+/// Runs until `shutdown` fires or the upstream's message channel closes.
+pub async fn run(
+    proxy: Arc<Proxy>,
+    mut messages: mpsc::Receiver<Value>,
+    shutdown: CancellationToken,
+) {
+    let mut sessions = proxy.upstream.watch_sessions();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            message = messages.recv() => match message {
+                Some(message) => dispatch(&proxy, message),
+                None => return,
+            },
+            changed = sessions.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let session = sessions.borrow_and_update().clone();
+                if let Some(session) = session {
+                    resubscribe(&proxy, &session);
+                }
+            }
+        }
+    }
+}
+
+fn dispatch(proxy: &Proxy, message: Value) {
+    match Message::classify(message.clone()) {
+        Ok(Message::Notification { method, body }) => match method.as_str() {
+            "notifications/resources/updated" => {
+                let uri = body
+                    .get("params")
+                    .and_then(|p| p.get("uri"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                for id in proxy.subscriptions.subscribers(uri) {
+                    if let Some(session) = proxy.sessions.get_quiet(&id) {
+                        deliver(proxy, &session, message.clone());
+                    }
+                }
+            }
+            "notifications/progress" | "notifications/cancelled" => {
+                tracing::debug!(mcp.method = %method, "ignored a call notification on the standalone stream");
+            }
+            _ => {
+                if method == "notifications/tools/list_changed" {
+                    proxy.upstream.refresh_tools();
+                }
+                for session in proxy.sessions.all() {
+                    deliver(proxy, &session, message.clone());
+                }
+            }
+        },
+        Ok(Message::Request { id, method, .. }) => server_request(proxy, message, id, &method),
+        _ => tracing::debug!("ignored a response or malformed message on the standalone stream"),
+    }
+}
+
+fn deliver(proxy: &Proxy, session: &DownstreamSession, message: Value) {
+    if !session.push_standalone(message) {
+        proxy.metrics.server_messages_dropped.inc();
+    }
+}
+
+fn server_request(proxy: &Proxy, mut message: Value, upstream_id: Value, method: &str) {
+    let Some(upstream) = proxy.upstream.current() else {
+        return;
+    };
+    let sessions = proxy.sessions.all();
+    if let [only] = sessions.as_slice()
+        && only.accepts_server_request(method)
+    {
+        let id = only.relay_server_request(ServerRequest {
+            upstream: Arc::clone(&upstream),
+            upstream_id: upstream_id.clone(),
+        });
+        message["id"] = json!(id);
+        if only.push_standalone(message) {
+            proxy
+                .metrics
+                .server_requests
+                .with_label_values(&["relayed"])
+                .inc();
+            return;
+        }
+        only.take_server_request(&json!(id));
+    }
+    proxy
+        .metrics
+        .server_requests
+        .with_label_values(&["refused"])
+        .inc();
+    let reply = jsonrpc::error_response(
+        &upstream_id,
+        jsonrpc::METHOD_NOT_FOUND,
+        "no single client of the berth proxy can answer this request",
+        None,
+    );
+    crate::forward::send_in_background(upstream, reply);
+}
+
+fn resubscribe(proxy: &Proxy, session: &Arc<crate::upstream::UpstreamSession>) {
+    for uri in proxy.subscriptions.uris() {
+        let message = json!({
+            "jsonrpc": "2.0",
+            "id": session.next_request_id(),
+            "method": "resources/subscribe",
+            "params": { "uri": uri },
+        });
+        crate::forward::send_in_background(Arc::clone(session), message);
+    }
+}

@@ -1,0 +1,114 @@
+//! Relaying an upstream SSE response to the client: progress and other notifications of the
+//! call, server-to-client requests (sampling, elicitation, roots) routed to the client that made
+//! the call, and the final response with the client's id.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{Call, send_in_background, timeout_answer, upstream_failure};
+use crate::answer::Answer;
+use crate::jsonrpc::{self, Message};
+use crate::outcome::Outcome;
+use crate::sessions::ServerRequest;
+use crate::upstream::UpstreamError;
+
+/// Relays until the final response, the deadline, the client's cancellation, or the client
+/// going away.
+pub(super) async fn run(
+    call: Call,
+    mut stream: BoxStream<'static, Result<Value, UpstreamError>>,
+    tx: mpsc::Sender<Value>,
+    deadline: tokio::time::Instant,
+    cancelled: CancellationToken,
+) {
+    loop {
+        let next = tokio::select! {
+            () = tx.closed() => return call.finish(Outcome::Cancelled),
+            () = cancelled.cancelled() => return call.finish(Outcome::Cancelled),
+            () = tokio::time::sleep_until(deadline) => {
+                if let Answer::Json { body, .. } = timeout_answer(call) {
+                    let _ = tx.send(body).await;
+                }
+                return;
+            }
+            next = stream.next() => next,
+        };
+        let message = match next {
+            Some(Ok(message)) => message,
+            Some(Err(error)) => return send_failure(call, &error, &tx).await,
+            None => {
+                let error = UpstreamError::Malformed("stream ended before the response".into());
+                return send_failure(call, &error, &tx).await;
+            }
+        };
+        if call.is_final(&message) {
+            let outcome = Outcome::of_response(&message);
+            let message = call.restore(message);
+            call.finish(outcome);
+            let _ = tx.send(message).await;
+            return;
+        }
+        let forward = match Message::classify(message.clone()) {
+            Ok(Message::Notification { .. }) => Some(call.restore(message)),
+            Ok(Message::Request { id, method, .. }) => server_request(&call, message, id, &method),
+            _ => {
+                tracing::debug!("ignored unexpected message on an upstream response stream");
+                None
+            }
+        };
+        if let Some(forward) = forward
+            && tx.send(forward).await.is_err()
+        {
+            return call.finish(Outcome::Cancelled);
+        }
+    }
+}
+
+async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<Value>) {
+    if let Answer::Json { body, .. } = upstream_failure(call, error) {
+        let _ = tx.send(body).await;
+    }
+}
+
+/// A server-to-client request that arrived on this call's stream goes to the client that made
+/// the call, under an id unique on its session; its answer is relayed back under the upstream's
+/// id (front, `Message::Response`). If the client did not declare the capability, the upstream
+/// gets -32601 at once instead of waiting until its own timeout (field case BR-27).
+fn server_request(
+    call: &Call,
+    mut message: Value,
+    upstream_id: Value,
+    method: &str,
+) -> Option<Value> {
+    if !call.session.accepts_server_request(method) {
+        call.proxy
+            .metrics
+            .server_requests
+            .with_label_values(&["refused"])
+            .inc();
+        let reply = jsonrpc::error_response(
+            &upstream_id,
+            jsonrpc::METHOD_NOT_FOUND,
+            "the client did not declare this capability",
+            None,
+        );
+        send_in_background(Arc::clone(&call.upstream), reply);
+        return None;
+    }
+    call.proxy
+        .metrics
+        .server_requests
+        .with_label_values(&["relayed"])
+        .inc();
+    let id = call.session.relay_server_request(ServerRequest {
+        upstream: Arc::clone(&call.upstream),
+        upstream_id,
+    });
+    message["id"] = json!(id);
+    Some(message)
+}

@@ -1,0 +1,198 @@
+//! The upstream's tool catalogue: the last listing, its fingerprint, and drift against the
+//! baseline (`toolsProbe.onDrift`).
+//!
+//! Drift is a baseline tool that disappeared or whose `inputSchema` changed. A tool that was
+//! added is not drift. The fingerprint is `sha256:<hex>` over the canonical JSON (object keys
+//! sorted) of `[{name, inputSchema}]` sorted by name, so it does not depend on listing order or
+//! key order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use berth_crds::DriftPolicy;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+/// Tool name -> `inputSchema`.
+pub type Tools = BTreeMap<String, Value>;
+
+/// The catalogue as the probe last saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    baseline: Option<Tools>,
+    current: Tools,
+    drifted: BTreeSet<String>,
+    pinned: Option<String>,
+}
+
+impl Catalog {
+    /// An empty catalogue; `expected_fingerprint` pins the baseline when set.
+    pub fn new(expected_fingerprint: Option<String>) -> Self {
+        Self {
+            pinned: expected_fingerprint,
+            ..Self::default()
+        }
+    }
+
+    /// Takes a new listing (`tools` array items of `tools/list` results) and recomputes drift.
+    /// With [`DriftPolicy::Refresh`] the listing becomes the new baseline.
+    pub fn update(&mut self, listed: &[Value], policy: DriftPolicy) {
+        self.current = listed
+            .iter()
+            .filter_map(|tool| {
+                let name = tool.get("name")?.as_str()?.to_owned();
+                let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
+                Some((name, schema))
+            })
+            .collect();
+        if let Some(pinned) = &self.pinned {
+            // A pinned fingerprint is the baseline: any other listing blocks every tool.
+            self.drifted = if fingerprint(&self.current) == *pinned {
+                BTreeSet::new()
+            } else {
+                self.current.keys().cloned().collect()
+            };
+            return;
+        }
+        match (&self.baseline, policy) {
+            (Some(baseline), DriftPolicy::FailClosed) => {
+                self.drifted = baseline
+                    .iter()
+                    .filter(|(name, schema)| self.current.get(*name) != Some(schema))
+                    .map(|(name, _)| name.clone())
+                    .collect();
+            }
+            _ => {
+                self.baseline = Some(self.current.clone());
+                self.drifted.clear();
+            }
+        }
+    }
+
+    /// Names in the last listing.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.current.keys().map(String::as_str)
+    }
+
+    /// Tools in the last listing.
+    pub fn len(&self) -> usize {
+        self.current.len()
+    }
+
+    /// Whether the last listing was empty.
+    pub fn is_empty(&self) -> bool {
+        self.current.is_empty()
+    }
+
+    /// Whether calls to `tool` are blocked by drift.
+    pub fn is_drifted(&self, tool: &str) -> bool {
+        self.drifted.contains(tool)
+    }
+
+    /// Drifted tool names.
+    pub fn drifted(&self) -> impl Iterator<Item = &str> {
+        self.drifted.iter().map(String::as_str)
+    }
+
+    /// Fingerprint of the last listing.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.current)
+    }
+
+    /// `{"count": N, "fingerprint": "sha256:...", "drifted": [..]}`, served on `/tools`.
+    pub fn summary(&self) -> Value {
+        json!({
+            "count": self.len(),
+            "fingerprint": self.fingerprint(),
+            "drifted": self.drifted().collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// `sha256:<hex>` of the canonical form of `tools`.
+pub fn fingerprint(tools: &Tools) -> String {
+    let list: Vec<Value> = tools
+        .iter()
+        .map(|(name, schema)| json!({ "inputSchema": canonical(schema), "name": name }))
+        .collect();
+    let digest = Sha256::digest(Value::Array(list).to_string().as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The value with every object's keys sorted, recursively.
+fn canonical(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, Value> =
+                map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            let mut out = Map::new();
+            for (k, v) in sorted {
+                out.insert(k.clone(), v);
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, prop: &str) -> Value {
+        json!({"name": name, "inputSchema": {"type": "object", "properties": {prop: {"type": "string"}}}})
+    }
+
+    #[test]
+    fn fingerprint_ignores_order_of_tools_and_keys() {
+        let mut a = Catalog::new(None);
+        a.update(&[tool("x", "p"), tool("y", "q")], DriftPolicy::FailClosed);
+        let mut b = Catalog::new(None);
+        let reordered = json!({"inputSchema": {"properties": {"q": {"type": "string"}}, "type": "object"}, "name": "y"});
+        b.update(&[reordered, tool("x", "p")], DriftPolicy::FailClosed);
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert!(a.fingerprint().starts_with("sha256:") && a.fingerprint().len() == 71);
+    }
+
+    #[test]
+    fn drift_fail_closed_blocks_changed_and_removed_not_added() {
+        let mut c = Catalog::new(None);
+        c.update(
+            &[tool("a", "p"), tool("b", "p"), tool("c", "p")],
+            DriftPolicy::FailClosed,
+        );
+        c.update(
+            &[tool("a", "p"), tool("b", "CHANGED"), tool("d", "p")],
+            DriftPolicy::FailClosed,
+        );
+        assert!(!c.is_drifted("a"));
+        assert!(c.is_drifted("b"), "schema changed");
+        assert!(c.is_drifted("c"), "removed");
+        assert!(!c.is_drifted("d"), "added is not drift");
+        c.update(
+            &[tool("a", "p"), tool("b", "p"), tool("c", "p")],
+            DriftPolicy::FailClosed,
+        );
+        assert_eq!(c.drifted().count(), 0, "back to baseline clears drift");
+    }
+
+    #[test]
+    fn drift_refresh_adopts_new_listing() {
+        let mut c = Catalog::new(None);
+        c.update(&[tool("a", "p")], DriftPolicy::Refresh);
+        c.update(&[tool("a", "CHANGED")], DriftPolicy::Refresh);
+        assert!(!c.is_drifted("a"));
+    }
+
+    #[test]
+    fn pinned_fingerprint_mismatch_blocks_everything() {
+        let mut probe = Catalog::new(None);
+        probe.update(&[tool("a", "p")], DriftPolicy::FailClosed);
+        let mut pinned = Catalog::new(Some(probe.fingerprint()));
+        pinned.update(&[tool("a", "p")], DriftPolicy::FailClosed);
+        assert_eq!(pinned.drifted().count(), 0);
+        pinned.update(&[tool("a", "other")], DriftPolicy::FailClosed);
+        assert!(pinned.is_drifted("a"));
+    }
+}

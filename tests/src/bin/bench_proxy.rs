@@ -1,0 +1,392 @@
+//! `bench_proxy`: prints what the berth proxy costs. Not a test: it measures and prints.
+//!
+//! Against the in-process fault upstream's `echo` (JSON replies, recording off), it measures:
+//! the latency of one `tools/call` through the proxy and straight to the upstream (p50, p99) at
+//! concurrency 1 and 64, and the difference (the latency the proxy adds); calls per second
+//! through the proxy; and the proxy's resident memory growth per idle downstream session, read
+//! from `/proc/<pid>/status` around opening 1,000 sessions on a fresh proxy process.
+//!
+//! The proxy runs as the real `berth-proxy` binary: `--proxy-bin PATH`, else `$BERTH_PROXY_BIN`,
+//! else the `berth-proxy` beside this program (built with cargo in the same profile when
+//! missing). Everything is on 127.0.0.1; every count is bounded and every wait has a deadline.
+//!
+//! Run for meaningful figures: `cargo run --release -p berth-tests --bin bench_proxy`.
+//! Flags: `--requests N` (per run, default 10000), `--sessions N` (default 1000).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail, ensure};
+use berth_tests::fault::FaultUpstream;
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+/// Requests before measuring, per run.
+const WARM_UP: usize = 500;
+/// Deadline for any one request.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
+/// Deadline for the proxy to report ready.
+const READY_DEADLINE: Duration = Duration::from_secs(30);
+/// Concurrent handshakes while opening the idle sessions.
+const OPEN_CONCURRENCY: usize = 16;
+
+struct Args {
+    proxy_bin: Option<PathBuf>,
+    requests: usize,
+    sessions: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        proxy_bin: std::env::var_os("BERTH_PROXY_BIN").map(PathBuf::from),
+        requests: 10_000,
+        sessions: 1000,
+    };
+    let mut argv = std::env::args().skip(1);
+    while let Some(flag) = argv.next() {
+        let value = argv
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--proxy-bin" => args.proxy_bin = Some(value.into()),
+            "--requests" => args.requests = value.parse().context("--requests")?,
+            "--sessions" => args.sessions = value.parse().context("--sessions")?,
+            _ => bail!("unknown flag {flag} (known: --proxy-bin, --requests, --sessions)"),
+        }
+    }
+    ensure!(args.requests >= 64, "--requests must be at least 64");
+    ensure!(args.sessions <= 10_000, "--sessions is capped at 10000");
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    berth_proxy::install_crypto_provider();
+    let proxy_bin = match args.proxy_bin.clone() {
+        Some(path) => path,
+        None => sibling_proxy_bin()?,
+    };
+    let upstream = FaultUpstream::builder().record(false).start().await;
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .timeout(REQUEST_DEADLINE)
+        .build()?;
+
+    let profile = if cfg!(debug_assertions) {
+        "debug (figures are not meaningful; use --release)"
+    } else {
+        "release"
+    };
+    println!(
+        "bench_proxy: {profile} build, proxy {}",
+        proxy_bin.display()
+    );
+    println!(
+        "tools/call echo, {} requests per run after {WARM_UP} warm-up, keep-alive, loopback",
+        args.requests
+    );
+
+    let proxy = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
+    println!();
+    println!(
+        "{:>11} | {:>10} {:>10} {:>8} | {:>10} {:>10} {:>8} | {:>10} {:>10} | {:>14}",
+        "concurrency",
+        "direct p50",
+        "p99",
+        "call/s",
+        "proxy p50",
+        "p99",
+        "call/s",
+        "added p50",
+        "p99",
+        "proxy CPU/call"
+    );
+    for concurrency in [1, 64] {
+        let direct = run(&client, &upstream.url, concurrency, args.requests).await?;
+        let cpu_before = proxy.cpu_seconds()?;
+        let proxied = run(&client, &proxy.mcp_url, concurrency, args.requests).await?;
+        let cpu = proxy.cpu_seconds()? - cpu_before;
+        let cpu_per_call = Duration::from_secs_f64(cpu / proxied.calls as f64);
+        println!(
+            "{concurrency:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
+            ms(direct.p50),
+            ms(direct.p99),
+            direct.per_second,
+            ms(proxied.p50),
+            ms(proxied.p99),
+            proxied.per_second,
+            ms_signed(proxied.p50, direct.p50),
+            ms_signed(proxied.p99, direct.p99),
+            ms(cpu_per_call),
+        );
+    }
+    drop(proxy);
+
+    let fresh = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
+    let warm = open_sessions(&client, &fresh.mcp_url, 10).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = fresh.rss_kib()?;
+    let idle = open_sessions(&client, &fresh.mcp_url, args.sessions).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = fresh.rss_kib()?;
+    let per_session = (after.saturating_sub(before) as f64 * 1024.0) / args.sessions as f64;
+    println!();
+    println!(
+        "idle sessions: {} opened; proxy RSS {before} KiB -> {after} KiB; {:.0} bytes ({:.2} KiB) per session",
+        args.sessions,
+        per_session,
+        per_session / 1024.0
+    );
+    println!("targets: added p50 <= 0.3 ms, added p99 <= 2 ms, <= 8 KiB per idle session");
+    drop((warm, idle));
+    Ok(())
+}
+
+/// The `berth-proxy` binary beside this program, built in the same profile when missing.
+fn sibling_proxy_bin() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe().context("current exe")?;
+    let dir = me.parent().context("exe has a directory")?;
+    let bin = dir.join("berth-proxy");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = std::process::Command::new(cargo);
+    build
+        .args(["build", "-p", "berth-proxy", "--bin", "berth-proxy"])
+        .current_dir(berth_tests::repo_root());
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    eprintln!("building berth-proxy ({})", bin.display());
+    let status = build.status().context("run cargo build")?;
+    ensure!(
+        status.success() && bin.exists(),
+        "cargo build -p berth-proxy failed; pass --proxy-bin"
+    );
+    Ok(bin)
+}
+
+/// A `berth-proxy` child process on loopback; killed when dropped.
+struct ProxyProcess {
+    mcp_url: String,
+    child: Child,
+}
+
+impl ProxyProcess {
+    async fn start(bin: &Path, upstream: &str, client: &reqwest::Client) -> anyhow::Result<Self> {
+        let mcp_port = berth_tests::free_port();
+        let admin_port = berth_tests::free_port();
+        let child = Command::new(bin)
+            .arg("--upstream-url")
+            .arg(upstream)
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{mcp_port}"))
+            .arg("--admin-listen")
+            .arg(format!("127.0.0.1:{admin_port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("spawn {}", bin.display()))?;
+        let ready = format!("http://127.0.0.1:{admin_port}/readyz");
+        let deadline = Instant::now() + READY_DEADLINE;
+        loop {
+            let response = client.get(&ready).send().await;
+            if response.is_ok_and(|r| r.status().is_success()) {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "proxy not ready within {READY_DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Self {
+            mcp_url: format!("http://127.0.0.1:{mcp_port}/mcp"),
+            child,
+        })
+    }
+
+    /// User plus system CPU time the process used so far, in seconds (`/proc/<pid>/stat`,
+    /// fields 14 and 15, in clock ticks of 1/100 s, the `USER_HZ` of Linux on every common
+    /// architecture).
+    fn cpu_seconds(&self) -> anyhow::Result<f64> {
+        let pid = self.child.id().context("proxy exited")?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // The command name may hold spaces; fields after it are separated by single spaces.
+        let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let ticks = |i: usize| -> anyhow::Result<f64> {
+            Ok(fields.get(i).context("short stat")?.parse::<f64>()?)
+        };
+        // After the name, state is field 3, so utime (14) and stime (15) are at 11 and 12.
+        Ok((ticks(11)? + ticks(12)?) / 100.0)
+    }
+
+    /// `VmRSS` of the process, in KiB.
+    fn rss_kib(&self) -> anyhow::Result<u64> {
+        let pid = self.child.id().context("proxy exited")?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+        let line = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .context("no VmRSS line")?;
+        let kib = line.trim().trim_end_matches("kB").trim();
+        Ok(kib.parse()?)
+    }
+}
+
+/// Latency quantiles and rate of one run.
+struct Figures {
+    /// Calls made, warm-up included.
+    calls: usize,
+    p50: Duration,
+    p99: Duration,
+    per_second: f64,
+}
+
+/// `requests` calls (after a warm-up) over `concurrency` sessions, each worker sequential on
+/// its own session.
+async fn run(
+    client: &reqwest::Client,
+    url: &str,
+    concurrency: usize,
+    requests: usize,
+) -> anyhow::Result<Figures> {
+    let sessions = open_sessions(client, url, concurrency).await?;
+    let ids = Arc::new(AtomicU64::new(1));
+    let warm = WARM_UP.div_ceil(concurrency);
+    let per_worker = requests / concurrency;
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for session in sessions {
+        let (client, url, ids) = (client.clone(), url.to_owned(), ids.clone());
+        workers.push(tokio::spawn(async move {
+            for _ in 0..warm {
+                call_echo(&client, &url, &session, &ids).await?;
+            }
+            let mut latencies = Vec::with_capacity(per_worker);
+            for _ in 0..per_worker {
+                let start = Instant::now();
+                call_echo(&client, &url, &session, &ids).await?;
+                latencies.push(start.elapsed());
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = Vec::with_capacity(requests);
+    for worker in workers {
+        latencies.extend(worker.await??);
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let total = (per_worker + warm) * concurrency;
+    Ok(Figures {
+        calls: total,
+        p50: quantile(&latencies, 0.50),
+        p99: quantile(&latencies, 0.99),
+        per_second: total as f64 / elapsed.as_secs_f64(),
+    })
+}
+
+fn quantile(sorted: &[Duration], q: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
+async fn call_echo(
+    client: &reqwest::Client,
+    url: &str,
+    session: &str,
+    ids: &AtomicU64,
+) -> anyhow::Result<()> {
+    let id = ids.fetch_add(1, Ordering::Relaxed);
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"message": "bench"}}});
+    let response = post(client, url, Some(session), body.to_string()).await?;
+    let status = response.status();
+    let text = response.text().await?;
+    ensure!(
+        status == 200 && text.contains("\"result\""),
+        "call failed: {status} {text}"
+    );
+    Ok(())
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: String,
+) -> anyhow::Result<reqwest::Response> {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-06-18");
+    }
+    Ok(request.send().await?)
+}
+
+/// Opens `count` sessions (`initialize` + `notifications/initialized`), a few at a time.
+async fn open_sessions(
+    client: &reqwest::Client,
+    url: &str,
+    count: usize,
+) -> anyhow::Result<Vec<String>> {
+    let mut sessions = Vec::with_capacity(count);
+    let mut remaining = count;
+    while remaining > 0 {
+        let batch = remaining.min(OPEN_CONCURRENCY);
+        let opened = futures::future::try_join_all((0..batch).map(|_| open_session(client, url)));
+        sessions.extend(opened.await?);
+        remaining -= batch;
+    }
+    Ok(sessions)
+}
+
+async fn open_session(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "bench_proxy", "version": "0"}}});
+    let response = post(client, url, None, init.to_string()).await?;
+    ensure!(
+        response.status() == 200,
+        "initialize: {}",
+        response.status()
+    );
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .context("no Mcp-Session-Id")?
+        .to_owned();
+    response.bytes().await?;
+    let inited = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let response = post(client, url, Some(&session), inited.to_string()).await?;
+    ensure!(
+        response.status() == 202,
+        "initialized: {}",
+        response.status()
+    );
+    Ok(session)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn ms_signed(a: Duration, b: Duration) -> String {
+    format!("{:+.3} ms", (a.as_secs_f64() - b.as_secs_f64()) * 1000.0)
+}

@@ -1,0 +1,341 @@
+//! The fault upstream's HTTP side: `POST`, `GET` and `DELETE /mcp`, session checks, the faults
+//! that act on the transport, and the shape of every reply (JSON, SSE, 202, error statuses).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::Stream;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{
+    ALREADY_INITIALIZED_BODY, DEFAULT_PROTOCOL_VERSION, FaultHandle, Inner, Received,
+    SESSION_REQUIRED_BODY, SUPPORTED_PROTOCOL_VERSIONS, SecondSession, Session, id_key, tools,
+};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// How many messages a standalone GET stream buffers before new ones are dropped.
+const STREAM_BUFFER: usize = 64;
+
+pub(super) fn router(handle: FaultHandle) -> Router {
+    Router::new()
+        .route("/mcp", post(on_post).get(on_get).delete(on_delete))
+        .with_state(handle)
+}
+
+async fn on_post(
+    State(handle): State<FaultHandle>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let session = session_header(&headers);
+    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    handle.record(Method::POST, &message, session.as_deref(), peer);
+    if handle.lock().not_found_now() {
+        return status_only(StatusCode::NOT_FOUND);
+    }
+    let Some(object) = message.as_object() else {
+        let error = json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32700, "message": "Parse error"}});
+        return json_reply(StatusCode::BAD_REQUEST, &error);
+    };
+    let method = object.get("method").and_then(Value::as_str);
+    let id = object.get("id").cloned();
+    if method == Some("initialize") {
+        return initialize(&handle, &message, session.as_deref()).await;
+    }
+    let Some(session) = session else {
+        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
+    };
+    if !handle.lock().sessions.contains_key(&session) {
+        return status_only(StatusCode::NOT_FOUND);
+    }
+    match (method, id) {
+        (Some(method), None) => notification(&handle, &session, method, &message),
+        (None, Some(id)) => {
+            handle.deliver_answer(&session, &id, message);
+            status_only(StatusCode::ACCEPTED)
+        }
+        (Some(method), Some(id)) => request(&handle, session, method, id, &message).await,
+        (None, None) => {
+            let error = json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": "Invalid Request"}});
+            json_reply(StatusCode::BAD_REQUEST, &error)
+        }
+    }
+}
+
+async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>) -> Response {
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let (delay, sse) = {
+        let mut inner = handle.lock();
+        inner.initializes += 1;
+        if session.is_some() {
+            let error = json!({"jsonrpc": "2.0", "id": null,
+                "error": {"code": -32600, "message": "already initialized"}});
+            return json_reply(StatusCode::BAD_REQUEST, &error);
+        }
+        if until_active(inner.faults.unavailable_initialize_until) {
+            return status_only(StatusCode::SERVICE_UNAVAILABLE);
+        }
+        let reject = inner.faults.second_session == SecondSession::RejectInitialize;
+        if reject && !inner.sessions.is_empty() {
+            return raw_json(StatusCode::BAD_REQUEST, ALREADY_INITIALIZED_BODY);
+        }
+        (inner.faults.handshake_delay, inner.faults.sse_replies)
+    };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let requested = message["params"]["protocolVersion"].as_str();
+    let version = requested
+        .filter(|v| SUPPORTED_PROTOCOL_VERSIONS.contains(v))
+        .unwrap_or(DEFAULT_PROTOCOL_VERSION);
+    let (session_id, capabilities) = {
+        let mut inner = handle.lock();
+        inner.sessions_issued += 1;
+        let session_id = format!("fault-session-{}", inner.sessions_issued);
+        inner
+            .sessions
+            .insert(session_id.clone(), Session::default());
+        (session_id, inner.capabilities.to_json())
+    };
+    let reply = json!({"jsonrpc": "2.0", "id": id, "result": {
+        "protocolVersion": version,
+        "capabilities": capabilities,
+        "serverInfo": {"name": "berth-fault-upstream", "version": "0.1.0"},
+    }});
+    let mut response = if sse {
+        single_event(reply)
+    } else {
+        json_reply(StatusCode::OK, &reply)
+    };
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+fn notification(handle: &FaultHandle, session: &str, method: &str, message: &Value) -> Response {
+    let mut inner = handle.lock();
+    match method {
+        "notifications/initialized" => {
+            if inner.faults.fail_initialized_once {
+                inner.faults.fail_initialized_once = false;
+                return status_only(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+            let reject = inner.faults.second_session == SecondSession::RejectInitialized;
+            let other_initialized = inner
+                .sessions
+                .iter()
+                .any(|(id, s)| id != session && s.initialized);
+            if reject && other_initialized {
+                return raw_json(StatusCode::BAD_REQUEST, ALREADY_INITIALIZED_BODY);
+            }
+            if let Some(state) = inner.sessions.get_mut(session) {
+                state.initialized = true;
+            }
+        }
+        "notifications/cancelled" => {
+            let request_id = message["params"]["requestId"].clone();
+            let token = inner
+                .sessions
+                .get_mut(session)
+                .and_then(|s| s.in_flight.get(&id_key(&request_id)).cloned());
+            inner.cancellations.push(request_id);
+            if let Some(token) = token {
+                token.cancel();
+            }
+        }
+        _ => {}
+    }
+    status_only(StatusCode::ACCEPTED)
+}
+
+async fn request(
+    handle: &FaultHandle,
+    session: String,
+    method: &str,
+    id: Value,
+    message: &Value,
+) -> Response {
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    if method == "tools/call" {
+        return tools::call(handle.clone(), session, id, params).await;
+    }
+    let outcome = {
+        let mut inner = handle.lock();
+        match method {
+            "ping" | "logging/setLevel" => Ok(json!({})),
+            "tools/list" => Ok(json!({ "tools": inner.tools })),
+            "resources/list" => Ok(json!({"resources": [
+                {"uri": "fault://counter", "name": "counter", "mimeType": "text/plain"},
+            ]})),
+            "resources/read" => {
+                let uri = params["uri"].clone();
+                Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": "0"}]}))
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params["uri"].as_str().unwrap_or_default().to_owned();
+                if let Some(state) = inner.sessions.get_mut(&session) {
+                    if method == "resources/subscribe" {
+                        state.subscriptions.insert(uri);
+                    } else {
+                        state.subscriptions.remove(&uri);
+                    }
+                }
+                Ok(json!({}))
+            }
+            _ => Err(json!({"code": -32601, "message": format!("Method not found: {method}")})),
+        }
+    };
+    let reply = match outcome {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+    };
+    if handle.lock().faults.sse_replies {
+        single_event(reply)
+    } else {
+        json_reply(StatusCode::OK, &reply)
+    }
+}
+
+async fn on_get(
+    State(handle): State<FaultHandle>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let session = session_header(&headers);
+    handle.record(Method::GET, &Value::Null, session.as_deref(), peer);
+    let mut inner = handle.lock();
+    if inner.not_found_now() {
+        return status_only(StatusCode::NOT_FOUND);
+    }
+    let Some(session) = session else {
+        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
+    };
+    let Some(state) = inner.sessions.get_mut(&session) else {
+        return status_only(StatusCode::NOT_FOUND);
+    };
+    let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+    state.streams.push(tx);
+    Sse::new(events(rx))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+async fn on_delete(
+    State(handle): State<FaultHandle>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Response {
+    let session = session_header(&headers);
+    handle.record(Method::DELETE, &Value::Null, session.as_deref(), peer);
+    let mut inner = handle.lock();
+    if inner.not_found_now() {
+        return status_only(StatusCode::NOT_FOUND);
+    }
+    let Some(session) = session else {
+        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
+    };
+    if inner.sessions.remove(&session).is_none() {
+        return status_only(StatusCode::NOT_FOUND);
+    }
+    inner.deletes += 1;
+    status_only(StatusCode::OK)
+}
+
+impl FaultHandle {
+    fn record(
+        &self,
+        http_method: Method,
+        message: &Value,
+        session: Option<&str>,
+        peer: SocketAddr,
+    ) {
+        let mut inner = self.lock();
+        if !inner.record {
+            return;
+        }
+        inner.received.push(Received {
+            http_method: http_method.to_string(),
+            method: message["method"].as_str().map(str::to_owned),
+            id: message.get("id").cloned(),
+            session: session.map(str::to_owned),
+            message: message.clone(),
+            peer,
+        });
+    }
+
+    /// Hands a client's answer to the server-to-client request waiting for it (if any).
+    fn deliver_answer(&self, session: &str, id: &Value, message: Value) {
+        let waiter = self
+            .lock()
+            .sessions
+            .get_mut(session)
+            .and_then(|s| s.pending.remove(&id_key(id)));
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(message);
+        }
+    }
+}
+
+impl Inner {
+    fn not_found_now(&self) -> bool {
+        until_active(self.faults.not_found_until)
+    }
+}
+
+fn until_active(until: Option<Instant>) -> bool {
+    until.is_some_and(|until| Instant::now() < until)
+}
+
+fn session_header(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn status_only(status: StatusCode) -> Response {
+    status.into_response()
+}
+
+fn raw_json(status: StatusCode, body: &'static str) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+pub(super) fn json_reply(status: StatusCode, message: &Value) -> Response {
+    let body = Body::from(message.to_string());
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// An SSE reply carrying one message (the request's response).
+fn single_event(message: Value) -> Response {
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(message);
+    stream_reply(rx)
+}
+
+/// An SSE reply carrying every message sent into `rx`, ending when all senders are dropped.
+pub(super) fn stream_reply(rx: mpsc::Receiver<Value>) -> Response {
+    Sse::new(events(rx)).into_response()
+}
+
+fn events(rx: mpsc::Receiver<Value>) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures::stream::unfold(rx, |mut rx| async move {
+        let message = rx.recv().await?;
+        let event = Event::default().event("message").data(message.to_string());
+        Some((Ok(event), rx))
+    })
+}

@@ -1,0 +1,710 @@
+//! The session engine against the scriptable fault upstream: one upstream session that survives,
+//! recovers atomically, holds every budget, and routes server messages to the right client.
+//! Test names carry the field case (CASES.md) or the DESIGN.md failure they pin down.
+
+use std::time::{Duration, Instant};
+
+use berth_crds::{DurationString, ToolsProbePolicy};
+use berth_tests::fault::{FaultUpstream, SecondSession};
+use berth_tests::proxy::{
+    call, config, mcp_url, open_get_stream, open_session, open_session_with, post_raw, post_stream,
+    sample, scrape, start_ready,
+};
+use serde_json::{Value, json};
+
+fn text(reply: &Value) -> Value {
+    reply["result"]["content"][0]["text"].clone()
+}
+
+async fn next_within(
+    rx: &mut tokio::sync::mpsc::Receiver<Value>,
+    within: Duration,
+) -> Option<Value> {
+    tokio::time::timeout(within, rx.recv()).await.ok().flatten()
+}
+
+#[tokio::test]
+async fn design_1_second_session_rejected_every_probe_reuses_the_one_session() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| f.second_session = SecondSession::RejectInitialized);
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools_probe.policy = ToolsProbePolicy::PerCall;
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    for n in 0..5 {
+        let reply = post_raw(
+            &url,
+            Some(&session),
+            &call(json!(n), "echo", json!({"message": n.to_string()})),
+        )
+        .await;
+        assert_eq!(text(reply.last()), json!(n.to_string()), "{reply:?}");
+    }
+    assert_eq!(
+        upstream.initializes(),
+        1,
+        "one upstream session for start-up, probes and calls"
+    );
+    assert!(
+        upstream.count("tools/list") >= 6,
+        "PerCall probed before each call"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_03_upstream_expiry_replays_once() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| f.expire_after_calls = Some(1));
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let first = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "n1"})),
+    )
+    .await;
+    assert_eq!(text(first.last()), json!("n1"));
+    upstream.update(|f| f.expire_after_calls = None);
+    let second = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(3), "echo", json!({"message": "n2"})),
+    )
+    .await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.last()["id"], json!(3));
+    assert_eq!(
+        text(second.last()),
+        json!("n2"),
+        "replayed call answered: {second:?}"
+    );
+    assert_eq!(upstream.initializes(), 2, "exactly one re-initialization");
+    let echo_calls = upstream
+        .received()
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .count();
+    assert_eq!(echo_calls, 3, "n1, n2 refused with 404, n2 replayed once");
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_replays_total"),
+        1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_upstream_session_losses_total{reason="not_found"}"#
+        ),
+        1.0
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_03_expiry_with_upstream_answering_404_to_all_gives_one_error_no_loop() {
+    let upstream = FaultUpstream::builder().start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.timeouts.connect = DurationString::new("5s");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let initializes_before = upstream.initializes();
+    upstream.not_found_for(Duration::from_secs(30));
+    let started = Instant::now();
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(3), "echo", json!({"message": "x"})),
+    )
+    .await;
+    let elapsed = started.elapsed();
+    assert_eq!(reply.messages.len(), 1, "exactly one answer: {reply:?}");
+    assert_eq!(reply.last()["id"], json!(3));
+    assert!(reply.last().get("error").is_some(), "{reply:?}");
+    assert!(
+        elapsed < Duration::from_secs(10),
+        "answered within the request timeout: {elapsed:?}"
+    );
+    assert!(
+        upstream.initializes() - initializes_before <= 2,
+        "at most 2 upstream initializes per expiry while the caller waited"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_04_failed_recovery_ends_the_downstream_session_then_new_session_works() {
+    let upstream = FaultUpstream::builder().start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.timeouts.connect = DurationString::new("2s");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let ok = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "a"})),
+    )
+    .await;
+    assert_eq!(text(ok.last()), json!("a"));
+    upstream.unavailable_initialize_for(Duration::from_secs(4));
+    upstream.expire_all();
+    let failed = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(3), "echo", json!({"message": "b"})),
+    )
+    .await;
+    assert_eq!(failed.last()["id"], json!(3));
+    assert_eq!(
+        failed.last()["error"]["data"]["retryable"],
+        json!(true),
+        "{failed:?}"
+    );
+    let after = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(4), "echo", json!({"message": "c"})),
+    )
+    .await;
+    assert_eq!(
+        after.status, 404,
+        "the half-alive session is gone: {after:?}"
+    );
+    // Once the upstream recovers, a new session works.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+        let reply = post_raw(&url, None, &init.to_string()).await;
+        if reply.status == 200 {
+            let fresh = reply.session.expect("session");
+            let call4 = post_raw(
+                &url,
+                Some(&fresh),
+                &call(json!(4), "echo", json!({"message": "d"})),
+            )
+            .await;
+            assert_eq!(text(call4.last()), json!("d"));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "upstream never recovered: {reply:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn design_3_failed_initialized_is_retried_and_never_half_published() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.fail_initialized_once();
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    assert_eq!(
+        upstream.initializes(),
+        2,
+        "the interrupted handshake was redone"
+    );
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(1), "echo", json!({"message": "ok"})),
+    )
+    .await;
+    assert_eq!(text(reply.last()), json!("ok"));
+    let live = upstream.live_sessions();
+    let used: Vec<_> = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .filter_map(|r| r.session)
+        .collect();
+    assert!(
+        used.iter().all(|s| live.contains(s)),
+        "calls use only the completed session"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_18_black_holed_upstream_fails_within_budget() {
+    let silent = FaultUpstream::silent().await;
+    let mut cfg = config(&format!("http://{}/mcp", silent.addr), "10s");
+    cfg.timeouts.connect = DurationString::new("2s");
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start(&cfg).await.expect("proxy starts");
+    let url = mcp_url(&proxy);
+    for _ in 0..5 {
+        let started = Instant::now();
+        let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+        let reply = post_raw(&url, None, &init.to_string()).await;
+        let elapsed = started.elapsed();
+        assert_eq!(reply.status, 503);
+        assert_eq!(reply.last()["id"], json!(1));
+        assert!(
+            elapsed < Duration::from_secs(3),
+            "failed in budget: {elapsed:?}"
+        );
+    }
+    let ready = reqwest::get(format!("http://{}/readyz", proxy.admin_addr))
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status().as_u16(), 503);
+    let metrics = scrape(&proxy).await;
+    assert!(
+        sample(
+            &metrics,
+            r#"berth_proxy_upstream_initializations_total{result="timeout"}"#
+        ) >= 1.0,
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_14_slow_tool_times_out_cancels_upstream_and_session_survives() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "1s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let started = Instant::now();
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(3), "slow", json!({"ms": 5000})),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(reply.last()["id"], json!(3));
+    assert_eq!(
+        reply.last()["error"]["code"],
+        json!(berth_proxy::jsonrpc::REQUEST_TIMEOUT)
+    );
+    let upstream_id = upstream
+        .received()
+        .into_iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .and_then(|r| r.id)
+        .expect("call reached upstream");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.cancellations().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled = upstream.cancellations();
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+    assert_eq!(
+        cancelled[0], upstream_id,
+        "upstream-side id, not the client's"
+    );
+    assert_ne!(upstream_id, json!(3));
+    let ping = post_raw(
+        &url,
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":4,"method":"ping"}).to_string(),
+    )
+    .await;
+    assert_eq!(ping.last()["id"], json!(4));
+    assert!(
+        ping.last().get("result").is_some(),
+        "session survives: {ping:?}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_14_long_call_within_budget_has_no_hidden_shorter_timeout() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "20s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "slow", json!({"ms": 6000})),
+    )
+    .await;
+    assert_eq!(text(reply.last()), json!("slept 6000 ms"), "{reply:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_20_unknown_newer_version_is_negotiated_down_not_rejected() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    for requested in ["2025-11-25", "2099-01-01", "2024-11-05"] {
+        let (_, result) = open_session_with(&url, requested, json!({})).await;
+        let version = result["protocolVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            berth_proxy::upstream::session::HANDSHAKE_VERSIONS.contains(&version.as_str()),
+            "{requested} -> {version}"
+        );
+        assert_ne!(version, "2099-01-01");
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_26_list_changed_reaches_the_get_stream_and_refreshes_the_list() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let (session, result) = open_session_with(&url, "2025-06-18", json!({})).await;
+    assert_eq!(result["capabilities"]["tools"]["listChanged"], json!(true));
+    let mut stream = open_get_stream(&url, &session).await;
+    let probes_before = upstream.count("tools/list");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.open_streams() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        upstream.open_streams() >= 1,
+        "proxy listens on the upstream stream"
+    );
+    upstream.add_tool(json!({"name": "b", "inputSchema": {"type": "object"}}));
+    let note = next_within(&mut stream, Duration::from_secs(1))
+        .await
+        .expect("list_changed within 1 s");
+    assert_eq!(note["method"], json!("notifications/tools/list_changed"));
+    let list = post_raw(
+        &url,
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":3,"method":"tools/list"}).to_string(),
+    )
+    .await;
+    let names: Vec<_> = list.last()["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(names.contains(&"b".to_owned()), "{names:?}");
+    assert!(
+        upstream.count("tools/list") > probes_before + 1,
+        "the proxy re-listed on list_changed"
+    );
+    let extra = next_within(&mut stream, Duration::from_millis(300)).await;
+    assert!(extra.is_none(), "exactly one: {extra:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_27_server_requests_go_to_the_calling_client_and_answers_return() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "20s")).await;
+    let url = mcp_url(&proxy);
+    let capabilities = json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}});
+    let (session, _) = open_session_with(&url, "2025-06-18", capabilities).await;
+    let (_, mut replies) = post_stream(&url, &session, &call(json!(5), "ask", json!({}))).await;
+    let mut seen_ids = Vec::new();
+    let final_reply = loop {
+        let message = next_within(&mut replies, Duration::from_secs(10))
+            .await
+            .expect("message");
+        if message.get("method").is_none() {
+            break message;
+        }
+        if message.get("id").is_none() {
+            continue; // a notification on the call's stream
+        }
+        let id = message["id"].clone();
+        seen_ids.push(id.clone());
+        let answer = match message["method"].as_str() {
+            Some("sampling/createMessage") => {
+                json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"})
+            }
+            Some("elicitation/create") => json!({"action":"accept","content":{"colour":"blue"}}),
+            _ => json!({"roots":[{"uri":"file:///w","name":"w"}]}),
+        };
+        let reply = post_raw(
+            &url,
+            Some(&session),
+            &json!({"jsonrpc":"2.0","id":id,"result":answer}).to_string(),
+        )
+        .await;
+        assert_eq!(reply.status, 202, "{message} -> {reply:?}");
+    };
+    assert_eq!(seen_ids.len(), 3);
+    assert!(
+        seen_ids
+            .iter()
+            .all(|id| id.as_str().is_some_and(|s| s.starts_with("berth-s")))
+    );
+    assert_eq!(final_reply["id"], json!(5));
+    let answers = &final_reply["result"]["structuredContent"];
+    assert_eq!(
+        answers["elicitation"]["result"]["content"]["colour"],
+        json!("blue"),
+        "{final_reply}"
+    );
+    let upstream_ids: Vec<_> = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.method.is_none() && r.http_method == "POST")
+        .filter_map(|r| r.id)
+        .collect();
+    for expected in ["up-1", "up-2", "up-3"] {
+        assert!(upstream_ids.contains(&json!(expected)), "{upstream_ids:?}");
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_27_client_without_sampling_gets_upstream_refused_at_once() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "20s")).await;
+    let url = mcp_url(&proxy);
+    let (session, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    let started = Instant::now();
+    let reply = post_raw(&url, Some(&session), &call(json!(5), "ask", json!({}))).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "no wait for the tool timeout"
+    );
+    assert_eq!(reply.last()["id"], json!(5));
+    let answers = &reply.last()["result"]["structuredContent"];
+    assert_eq!(
+        answers["sampling"]["error"]["code"],
+        json!(-32601),
+        "{reply:?}"
+    );
+    assert!(
+        reply.messages.iter().all(|m| m.get("method").is_none()),
+        "no server request leaked"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_29_progress_token_mapped_and_never_invented() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let body = json!({"jsonrpc":"2.0","id":9,"method":"tools/call","params":{
+        "name":"slow","arguments":{"ms":300},"_meta":{"progressToken":"tok-9"}}});
+    let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+    let progress: Vec<_> = reply
+        .messages
+        .iter()
+        .filter(|m| m["method"] == json!("notifications/progress"))
+        .collect();
+    assert_eq!(progress.len(), 3, "{reply:?}");
+    assert!(
+        progress
+            .iter()
+            .all(|p| p["params"]["progressToken"] == json!("tok-9"))
+    );
+    let steps: Vec<_> = progress
+        .iter()
+        .map(|p| p["params"]["progress"].as_f64())
+        .collect();
+    assert!(steps.windows(2).all(|w| w[0] < w[1]), "increasing progress");
+    assert_eq!(reply.last()["id"], json!(9));
+    let sent_token = upstream
+        .received()
+        .into_iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .map(|r| r.message["params"]["_meta"]["progressToken"].clone());
+    assert_ne!(
+        sent_token,
+        Some(json!("tok-9")),
+        "the upstream sees a proxy-mapped token"
+    );
+    let plain = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(10), "slow", json!({"ms": 100})),
+    )
+    .await;
+    assert_eq!(plain.messages.len(), 1, "no progress invented: {plain:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_30_each_call_counted_once_with_its_outcome() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    for (id, tool) in [(1, "bad"), (2, "missing"), (3, "echo")] {
+        post_raw(
+            &url,
+            Some(&session),
+            &call(json!(id), tool, json!({"message": "m"})),
+        )
+        .await;
+    }
+    post_raw(
+        &url,
+        Some(&session),
+        &json!({"jsonrpc":"2.0","id":4,"method":"tools/list"}).to_string(),
+    )
+    .await;
+    let metrics = scrape(&proxy).await;
+    for (tool, outcome) in [
+        ("bad", "tool_error"),
+        ("missing", "rpc_error"),
+        ("echo", "ok"),
+    ] {
+        let series =
+            format!(r#"berth_proxy_tool_calls_total{{outcome="{outcome}",tool="{tool}"}}"#);
+        assert_eq!(sample(&metrics, &series), 1.0, "{series}\n{metrics}");
+    }
+    let total: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("berth_proxy_tool_calls_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(total, 3.0, "tools/list is not a tool call");
+    assert!(!metrics.contains(&session), "no session id in any label");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_02_idle_session_expires_to_404_and_is_counted() {
+    let upstream = FaultUpstream::builder().start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.session.idle_timeout = DurationString::new("1s");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.last()["id"], json!(2));
+    let metrics = scrape(&proxy).await;
+    assert!(
+        sample(&metrics, "berth_proxy_downstream_sessions_expired_total") >= 1.0,
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_15_reopened_get_replaces_the_stale_stream() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let mut first = open_get_stream(&url, &session).await;
+    let mut second = open_get_stream(&url, &session).await;
+    assert!(
+        next_within(&mut first, Duration::from_secs(2))
+            .await
+            .is_none(),
+        "stale stream closed"
+    );
+    upstream.log("info", json!("hello"));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        got = next_within(&mut second, Duration::from_millis(200)).await;
+        if got.is_none() {
+            upstream.log("info", json!("hello"));
+        }
+    }
+    assert_eq!(
+        got.expect("message on the new stream")["method"],
+        json!("notifications/message")
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_drift_fail_closed_blocks_the_changed_tool_only() {
+    let upstream = FaultUpstream::builder().start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools_probe.policy = ToolsProbePolicy::OnListChanged;
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.open_streams() == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(upstream.set_input_schema(
+        "echo",
+        json!({"type": "object", "properties": {"other": {"type": "number"}}})
+    ));
+    upstream.notify_tools_changed();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = scrape(&proxy).await;
+        if sample(&metrics, "berth_proxy_tools_drifted") >= 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "drift detected: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let blocked = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(1), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert_eq!(
+        blocked.last()["error"]["code"],
+        json!(berth_proxy::jsonrpc::DRIFT_BLOCKED)
+    );
+    let other = post_raw(&url, Some(&session), &call(json!(2), "bad", json!({}))).await;
+    assert!(
+        other.last().get("result").is_some(),
+        "unchanged tools still work"
+    );
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_tool_calls_total{outcome="drift_blocked",tool="echo"}"#
+        ),
+        1.0
+    );
+    let summary: Value = reqwest::get(format!("http://{}/tools", proxy.admin_addr))
+        .await
+        .expect("tools")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(summary["drifted"], json!(["echo"]));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn era_stateless_request_gets_32022_naming_supported_versions() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list",
+        "params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}});
+    let reply = post_raw(&mcp_url(&proxy), None, &body.to_string()).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["error"]["code"], json!(-32022));
+    assert!(
+        reply.last()["error"]["data"]["supported"]
+            .as_array()
+            .is_some_and(|v| !v.is_empty())
+    );
+    assert_eq!(
+        upstream.count("tools/list"),
+        1,
+        "only the start-up probe reached the upstream"
+    );
+    proxy.shutdown().await;
+}

@@ -16,7 +16,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 step "MCP peers (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
-tests/peers/python/install.sh >/dev/null
+BERTH_PYTHON="$(tests/peers/python/install.sh | tail -n 1)"
+export BERTH_PYTHON
 
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")

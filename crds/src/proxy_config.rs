@@ -133,13 +133,21 @@ pub struct SessionSpec {
     /// Session strategy. `Shared` (default): one long-lived upstream session serves every client;
     /// the proxy answers each client's `initialize` from the upstream's handshake and rewrites
     /// JSON-RPC request ids so clients never see each other's replies. `PerClient`: each client
-    /// session gets an upstream session of its own.
+    /// session gets an upstream session of its own, opened with the client's own `initialize`
+    /// and closed when the client's session ends (DELETE or idle expiry); at most
+    /// `maxSessions` at once.
     #[serde(default)]
     pub strategy: SessionStrategy,
     /// A client session with no request for this long ends; its next request gets HTTP 404 and
     /// the client starts a new session. Example `30m`. Default `30m`.
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout: DurationString,
+    /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
+    /// session of its own); past it, a new `initialize` gets a clear JSON-RPC error. Range
+    /// 1-1024. Default `16`.
+    #[serde(default = "default_max_sessions")]
+    #[schemars(range(min = 1, max = 1024))]
+    pub max_sessions: u32,
 }
 
 impl Default for SessionSpec {
@@ -147,6 +155,7 @@ impl Default for SessionSpec {
         Self {
             strategy: SessionStrategy::default(),
             idle_timeout: default_idle_timeout(),
+            max_sessions: default_max_sessions(),
         }
     }
 }
@@ -295,6 +304,10 @@ fn parse_field(field: &'static str, value: &DurationString) -> Result<Duration, 
     value
         .to_duration()
         .map_err(|source| ProxyConfigError::Duration { field, source })
+}
+
+fn default_max_sessions() -> u32 {
+    16
 }
 
 fn default_idle_timeout() -> DurationString {

@@ -7,7 +7,7 @@
 //! proxy would refuse. Not responsible for: rules the API server already enforces through the
 //! CRD schema (digest-pinned image, port range); those never reach the operator.
 
-use berth_crds::{McpUpstream, ProxyConfig, ProxyConfigError, SessionStrategy, Transport};
+use berth_crds::{McpUpstream, ProxyConfig, ProxyConfigError, Transport};
 use kube::ResourceExt;
 
 use crate::build::config_map::proxy_config;
@@ -45,8 +45,7 @@ impl InvalidSpec {
 ///
 /// # Errors
 /// [`InvalidSpec`] for the first rule broken, naming the field: a name that is not a DNS-1035
-/// label, `spec.upstream.transport: Stdio` or `spec.session.strategy: PerClient` (not served
-/// yet), or a duration that does not parse.
+/// label, `spec.upstream.transport: Stdio` (not served yet), or a duration that does not parse.
 pub fn validate(upstream: &McpUpstream) -> Result<ProxyConfig, InvalidSpec> {
     let name = upstream.name_any();
     if !is_dns1035_label(&name) {
@@ -63,12 +62,6 @@ pub fn validate(upstream: &McpUpstream) -> Result<ProxyConfig, InvalidSpec> {
         return Err(InvalidSpec::new(
             "spec.upstream.transport",
             "Stdio is not served by this operator version yet; use StreamableHttp",
-        ));
-    }
-    if spec.session.strategy == SessionStrategy::PerClient {
-        return Err(InvalidSpec::new(
-            "spec.session.strategy",
-            "PerClient is not served by this operator version yet; use Shared",
         ));
     }
     let config = proxy_config(spec);
@@ -140,11 +133,18 @@ mod tests {
     }
 
     #[test]
-    fn validate_per_client_session_is_invalid_naming_the_field() {
-        let err = validate(&fixture("w", "", "  session: {strategy: PerClient}\n"))
-            .expect_err("per-client not served");
-        assert_eq!(err.field, "spec.session.strategy");
-        assert!(err.message.contains("PerClient"), "{err}");
+    fn validate_per_client_session_is_served() {
+        let config = validate(&fixture(
+            "w",
+            "",
+            "  session: {strategy: PerClient, maxSessions: 4}\n",
+        ))
+        .expect("per-client is served");
+        assert_eq!(
+            config.session.strategy,
+            berth_crds::SessionStrategy::PerClient
+        );
+        assert_eq!(config.session.max_sessions, 4);
     }
 
     #[test]

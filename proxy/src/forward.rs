@@ -169,7 +169,11 @@ pub async fn request(
             );
         }
     };
-    let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await else {
+    let upstream = match session.dedicated() {
+        Some(dedicated) => Some(dedicated.current()),
+        None => proxy.upstream.session(proxy.connect_budget).await,
+    };
+    let Some(upstream) = upstream else {
         session.finish(&id);
         proxy.metrics.record(
             &method,
@@ -255,11 +259,8 @@ pub async fn request(
             Some(Ok(Err(UpstreamError::SessionLost))) if !replayed => {
                 // The upstream refused the request because it did not know the session: it
                 // provably never ran. Replay it once on the next session.
-                proxy.upstream.report_lost(&call.upstream, "not_found");
                 replayed = true;
-                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let budget = remaining.min(proxy.connect_budget);
-                match proxy.upstream.recover(&call.upstream, budget).await {
+                match recover(&call, deadline).await {
                     Some(next) => {
                         proxy.metrics.replays.inc();
                         call.upstream = next;
@@ -323,8 +324,30 @@ fn timeout_answer(call: Call) -> Answer {
 /// The session was lost and could not be recovered for this call: the client gets a retryable
 /// error and its downstream session ends, so its next request gets 404 and it starts over
 /// (field case BR-04).
+/// A session to replace the lost one of `call`, waiting at most until `deadline` (and the
+/// connect budget): the shared supervisor's next session, or the client's own re-handshake.
+async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<UpstreamSession>> {
+    let proxy = &call.proxy;
+    match call.session.dedicated() {
+        Some(dedicated) => {
+            let client = Arc::downgrade(&call.session);
+            dedicated
+                .recover(&call.upstream, client, Arc::clone(&proxy.metrics))
+                .await
+        }
+        None => {
+            proxy.upstream.report_lost(&call.upstream, "not_found");
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let budget = remaining.min(proxy.connect_budget);
+            proxy.upstream.recover(&call.upstream, budget).await
+        }
+    }
+}
+
 fn session_lost(call: Call) -> Answer {
-    call.proxy.upstream.report_lost(&call.upstream, "not_found");
+    if call.session.dedicated().is_none() {
+        call.proxy.upstream.report_lost(&call.upstream, "not_found");
+    }
     call.proxy.end_session(call.session.id());
     let answer = call.error(
         jsonrpc::SESSION_LOST,

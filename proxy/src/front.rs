@@ -200,7 +200,11 @@ async fn notification(
             Answer::Accepted
         }
         _ => {
-            if let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await
+            let upstream = match session.dedicated() {
+                Some(dedicated) => Some(dedicated.current()),
+                None => proxy.upstream.session(proxy.connect_budget).await,
+            };
+            if let Some(upstream) = upstream
                 && let Err(error) = upstream.send(&Value::Object(body)).await
             {
                 tracing::warn!(mcp.method = method, error = %error, "failed to forward notification upstream");

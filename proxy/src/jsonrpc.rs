@@ -26,6 +26,8 @@ pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
 pub const SESSION_LOST: i64 = -32011;
 /// The upstream answered with an HTTP error or a malformed reply.
 pub const UPSTREAM_ERROR: i64 = -32012;
+/// `PerClient`: the proxy already serves `session.maxSessions` client sessions.
+pub const SESSION_LIMIT: i64 = -32014;
 /// The tool drifted from its baseline and `toolsProbe.onDrift` is `FailClosed`.
 pub const DRIFT_BLOCKED: i64 = -32013;
 /// The request uses a protocol revision the proxy does not serve (here: the session-less

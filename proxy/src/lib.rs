@@ -14,6 +14,7 @@ pub mod front;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod outcome;
+pub mod per_client;
 pub mod server;
 pub mod sessions;
 pub mod subscriptions;

@@ -31,11 +31,6 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    /// The configured session strategy is not served by this proxy version.
-    #[error(
-        "session.strategy {0:?} is not supported for StreamableHttp upstreams by this proxy version"
-    )]
-    UnsupportedStrategy(SessionStrategy),
 }
 
 /// State shared by every handler.
@@ -54,6 +49,12 @@ pub struct Proxy {
     pub connect_budget: Duration,
     /// Fires when the proxy shuts down; long-lived streams end with it.
     pub shutdown: CancellationToken,
+    /// `session.strategy`.
+    pub strategy: SessionStrategy,
+    /// `session.maxSessions` (`PerClient`).
+    pub max_sessions: usize,
+    /// The upstream endpoint, for `PerClient` sessions.
+    pub http: HttpUpstream,
 }
 
 impl Proxy {
@@ -148,9 +149,6 @@ pub async fn start_on(
     admin: TcpListener,
 ) -> Result<RunningProxy, StartError> {
     config.check()?;
-    if config.session.strategy != SessionStrategy::Shared {
-        return Err(StartError::UnsupportedStrategy(config.session.strategy));
-    }
     let connect_budget = config.timeouts.connect()?;
     let call_budget = config.timeouts.call()?;
     let idle_timeout = config.session.idle_timeout()?;
@@ -160,7 +158,7 @@ pub async fn start_on(
     let metrics = Arc::new(Metrics::new());
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
     let upstream = Upstream::spawn(
-        http,
+        http.clone(),
         connect_budget,
         config.tools_probe.clone(),
         call_budget,
@@ -176,6 +174,9 @@ pub async fn start_on(
         call_budget,
         connect_budget,
         shutdown: shutdown.clone(),
+        strategy: config.session.strategy,
+        max_sessions: config.session.max_sessions as usize,
+        http,
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;

@@ -30,6 +30,7 @@ pub struct DownstreamSession {
     server_requests: Mutex<HashMap<String, ServerRequest>>,
     next_server_request: std::sync::atomic::AtomicU64,
     standalone: Mutex<Option<mpsc::Sender<Value>>>,
+    dedicated: Option<crate::per_client::Dedicated>,
     closed: CancellationToken,
 }
 
@@ -64,6 +65,11 @@ impl DownstreamSession {
     /// The protocol revision negotiated with this client.
     pub fn protocol_version(&self) -> &str {
         &self.protocol_version
+    }
+
+    /// The session's own upstream session (`PerClient` strategy); `None` with `Shared`.
+    pub fn dedicated(&self) -> Option<&crate::per_client::Dedicated> {
+        self.dedicated.as_ref()
     }
 
     /// The `capabilities` the client declared in its `initialize`.
@@ -194,6 +200,7 @@ impl Sessions {
         &self,
         protocol_version: &str,
         client_capabilities: Value,
+        dedicated: Option<crate::per_client::Dedicated>,
     ) -> Arc<DownstreamSession> {
         let session = Arc::new(DownstreamSession {
             id: uuid::Uuid::new_v4().simple().to_string(),
@@ -204,6 +211,7 @@ impl Sessions {
             server_requests: Mutex::new(HashMap::new()),
             next_server_request: std::sync::atomic::AtomicU64::new(1),
             standalone: Mutex::new(None),
+            dedicated,
             closed: CancellationToken::new(),
         });
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
@@ -236,7 +244,14 @@ impl Sessions {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
             map.remove(id)
         };
-        removed.map(|s| s.closed.cancel()).is_some()
+        let Some(session) = removed else {
+            return false;
+        };
+        session.closed.cancel();
+        if let Some(dedicated) = &session.dedicated {
+            dedicated.close();
+        }
+        true
     }
 
     /// Ids of every session idle for longer than the idle timeout (the caller ends them).
@@ -274,8 +289,8 @@ mod tests {
     #[test]
     fn session_ids_are_unique_and_long() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let a = sessions.create("2025-06-18", Value::Null);
-        let b = sessions.create("2025-06-18", Value::Null);
+        let a = sessions.create("2025-06-18", Value::Null, None);
+        let b = sessions.create("2025-06-18", Value::Null, None);
         assert_ne!(a.id(), b.id());
         assert_eq!(a.id().len(), 32);
     }
@@ -283,7 +298,7 @@ mod tests {
     #[test]
     fn duplicate_in_flight_id_is_rejected_and_first_kept() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-06-18", Value::Null);
+        let s = sessions.create("2025-06-18", Value::Null, None);
         let first = s.begin(&json!(2)).expect("first id accepted");
         assert!(s.begin(&json!(2)).is_err());
         let kept = s.in_flight(&json!(2)).expect("first still in flight");
@@ -306,6 +321,7 @@ mod tests {
         let s = sessions.create(
             "2025-06-18",
             json!({"sampling": {}, "roots": {"listChanged": true}}),
+            None,
         );
         assert!(s.accepts_server_request("sampling/createMessage"));
         assert!(s.accepts_server_request("roots/list"));
@@ -317,7 +333,7 @@ mod tests {
     #[test]
     fn standalone_stream_reopen_replaces_and_full_buffer_drops() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-06-18", Value::Null);
+        let s = sessions.create("2025-06-18", Value::Null, None);
         assert!(!s.push_standalone(json!(1)), "no stream open");
         let mut old = s.open_standalone();
         let _new = s.open_standalone();
@@ -331,7 +347,7 @@ mod tests {
     #[test]
     fn removed_or_expired_session_is_unknown() {
         let sessions = Sessions::new(Duration::ZERO);
-        let s = sessions.create("2025-06-18", Value::Null);
+        let s = sessions.create("2025-06-18", Value::Null, None);
         std::thread::sleep(Duration::from_millis(5));
         assert!(sessions.get(s.id()).is_none(), "idle past timeout");
         assert_eq!(sessions.expired_ids(), [s.id().to_owned()]);

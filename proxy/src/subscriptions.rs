@@ -25,6 +25,9 @@ pub fn local_answer(
     method: &str,
     body: &Map<String, Value>,
 ) -> Option<Answer> {
+    if session.dedicated().is_some() {
+        return None; // PerClient: the client's own upstream session holds its subscriptions.
+    }
     let uri = body.get("params")?.get("uri")?.as_str()?;
     let upstream_changes = match method {
         "resources/subscribe" => proxy.subscriptions.add(uri, session.id()),

@@ -7,6 +7,7 @@
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
 pub mod http;
+pub mod listen;
 pub mod session;
 pub mod tools;
 
@@ -14,7 +15,6 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use berth_crds::{ToolsProbePolicy, ToolsProbeSpec};
-use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -249,7 +249,15 @@ impl Upstream {
             };
             backoff = MIN_BACKOFF;
             let listening = CancellationToken::new();
-            tokio::spawn(Arc::clone(&self).listen(Arc::clone(&session), listening.clone()));
+            let (this, held) = (Arc::clone(&self), Arc::clone(&session));
+            let (stop, sink) = (listening.clone(), self.server_messages.clone());
+            tokio::spawn(async move {
+                let http = this.http.clone();
+                if listen::listen(http, Arc::clone(&held), stop, sink).await == listen::Ended::Lost
+                {
+                    this.report_lost(&held, "stream");
+                }
+            });
             let stopping = tokio::select! {
                 () = shutdown.cancelled() => true,
                 () = self.hold(&session) => false,
@@ -377,59 +385,6 @@ impl Upstream {
                 );
                 false
             }
-        }
-    }
-
-    /// Keeps the session's standalone stream (GET) open and hands its messages to the proxy.
-    /// A broken or idle-closed stream is reopened with backoff (with `Last-Event-ID` when the
-    /// upstream sent event ids); it never ends the session by itself (field case BR-15).
-    async fn listen(self: Arc<Self>, session: Arc<UpstreamSession>, stop: CancellationToken) {
-        let (Some(id), protocol) = (
-            session.id().map(str::to_owned),
-            session.protocol_version().to_owned(),
-        ) else {
-            return;
-        };
-        let mut last_event_id: Option<String> = None;
-        let mut backoff = MIN_BACKOFF;
-        while !stop.is_cancelled() && !session.is_lost() {
-            let opened = tokio::select! {
-                () = stop.cancelled() => return,
-                opened = self.http.get(&id, &protocol, last_event_id.as_deref()) => opened,
-            };
-            match opened {
-                Ok(None) => return,
-                Ok(Some(mut stream)) => {
-                    backoff = MIN_BACKOFF;
-                    loop {
-                        let next = tokio::select! {
-                            () = stop.cancelled() => return,
-                            next = stream.next() => next,
-                        };
-                        let Some(Ok((event_id, message))) = next else {
-                            break;
-                        };
-                        if event_id.is_some() {
-                            last_event_id = event_id;
-                        }
-                        if self.server_messages.send(message).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(UpstreamError::SessionLost) => {
-                    self.report_lost(&session, "stream");
-                    return;
-                }
-                Err(error) => {
-                    tracing::debug!(error = %error, "upstream standalone stream failed; reopening");
-                }
-            }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 }

@@ -436,12 +436,12 @@ async fn mcp_upstream_deployment_available_becomes_ready() {
 }
 
 #[tokio::test]
-async fn mcp_upstream_per_client_session_is_invalid_spec_with_warning_event() {
+async fn mcp_upstream_stdio_transport_is_invalid_spec_with_warning_event() {
     shared_operator().await;
     let client = client().await;
     let ns = TestNamespace::create(&client, "op-invalid").await;
     let mut upstream = everything();
-    upstream.spec.session.strategy = berth_crds::SessionStrategy::PerClient;
+    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
     create(&ns, &upstream).await;
 
     let upstream = eventually_upstream(&ns, "everything", "Ready=False InvalidSpec", |u| {
@@ -450,7 +450,10 @@ async fn mcp_upstream_per_client_session_is_invalid_spec_with_warning_event() {
     .await;
     let ready = ready_condition(&upstream).expect("Ready condition");
     assert_eq!(ready.status, "False");
-    assert!(ready.message.contains("spec.session.strategy"), "{ready:?}");
+    assert!(
+        ready.message.contains("spec.upstream.transport"),
+        "{ready:?}"
+    );
     assert_eq!(
         upstream.status.as_ref().and_then(|s| s.observed_generation),
         upstream.metadata.generation

@@ -708,3 +708,79 @@ async fn era_stateless_request_gets_32022_naming_supported_versions() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
+    use futures::StreamExt;
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
+        "name":"slow","arguments":{"ms":1500},"_meta":{"progressToken":"p"}}});
+    let response = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("post");
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(headers["cache-control"], "no-cache");
+    assert_eq!(headers["x-accel-buffering"], "no");
+    assert!(headers.get("content-length").is_none());
+    assert!(headers.get("content-encoding").is_none());
+    let started = Instant::now();
+    let mut arrivals = Vec::new();
+    let mut events = sse_stream::SseByteStream::new(response.bytes_stream());
+    while let Some(Ok(event)) = events.next().await {
+        if event.data.is_some() {
+            arrivals.push(started.elapsed());
+        }
+    }
+    assert_eq!(arrivals.len(), 4, "3 progress + result: {arrivals:?}");
+    // The fault upstream sleeps 500 ms per step: events arrive spread out, not in one batch.
+    assert!(
+        arrivals[0] < Duration::from_millis(900),
+        "first progress flushed at once: {arrivals:?}"
+    );
+    assert!(
+        arrivals[2] - arrivals[0] >= Duration::from_millis(700),
+        "{arrivals:?}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_15_idle_get_stream_gets_keepalive_within_15s() {
+    use futures::StreamExt;
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let response = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("get");
+    let mut bytes = response.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(17), bytes.next())
+        .await
+        .expect("a keep-alive within 15 s")
+        .expect("stream open")
+        .expect("bytes");
+    assert!(first.starts_with(b":"), "an SSE comment: {first:?}");
+    let call5 = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(5), "echo", json!({"message": "late"})),
+    )
+    .await;
+    assert_eq!(text(call5.last()), json!("late"));
+    proxy.shutdown().await;
+}

@@ -231,7 +231,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
     let fake = FakeApiServer::default();
     let ctx = context(&fake);
     let mut upstream = (*everything(None)).clone();
-    upstream.spec.session.strategy = berth_crds::SessionStrategy::PerClient;
+    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
     let action = reconcile(Arc::new(upstream), ctx.clone())
         .await
         .expect("an invalid spec is not a reconcile error");
@@ -245,7 +245,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
     assert!(
         ready_of(status)["message"]
             .as_str()
-            .is_some_and(|m| m.starts_with("spec.session.strategy: ")),
+            .is_some_and(|m| m.starts_with("spec.upstream.transport: ")),
         "{status:?}"
     );
     assert_eq!(status.body["status"].get("endpoint"), None);
@@ -266,15 +266,15 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
 
 #[tokio::test]
 async fn reconcile_invalid_spec_already_reported_publishes_no_second_event() {
-    let message = "spec.session.strategy: PerClient is not served by this operator version yet; \
-                   use Shared";
+    let message = "spec.upstream.transport: Stdio is not served by this operator version yet; \
+                   use StreamableHttp";
     let fake = FakeApiServer::default();
     let mut upstream = (*everything(Some(json!({"observedGeneration": 2, "conditions": [
         {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message,
          "observedGeneration": 2, "lastTransitionTime": "2030-01-01T00:00:00Z"}
     ]}))))
     .clone();
-    upstream.spec.session.strategy = berth_crds::SessionStrategy::PerClient;
+    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
     reconcile(Arc::new(upstream), context(&fake))
         .await
         .expect("reconciles");

@@ -145,7 +145,7 @@ fn desired_status_changed_value_bumps_last_transition_time() {
 fn desired_status_invalid_spec_carries_validation_message() {
     let invalid = InvalidSpec {
         field: "spec.session.strategy".to_owned(),
-        message: "spec.session.strategy: PerClient is not served".to_owned(),
+        message: "spec.upstream.transport: Stdio is not served".to_owned(),
     };
     let status = desired(&upstream(""), &Readiness::invalid(&invalid), None, now());
     let ready = &status.conditions[0];

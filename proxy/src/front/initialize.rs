@@ -1,11 +1,18 @@
-//! Downstream `initialize`: answered by the proxy from the upstream's cached handshake, never
-//! by a new upstream session (DESIGN.md failure 1).
+//! Downstream `initialize`. `Shared`: answered by the proxy from the upstream's cached
+//! handshake, never by a new upstream session (DESIGN.md failure 1). `PerClient`: the client's
+//! own handshake on a new upstream session of its own, capped by `session.maxSessions`.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
+use berth_crds::SessionStrategy;
 use serde_json::{Map, Value, json};
 
 use crate::answer::Answer;
 use crate::jsonrpc;
+use crate::outcome::Outcome;
+use crate::per_client::Dedicated;
 use crate::server::Proxy;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
@@ -36,25 +43,48 @@ pub async fn handle(
         }
         return super::unknown_session(proxy, id);
     }
-    let Some(upstream) = proxy.upstream.session(proxy.connect_budget).await else {
-        return Answer::error_with_data(
-            StatusCode::SERVICE_UNAVAILABLE,
-            id,
-            jsonrpc::UPSTREAM_UNAVAILABLE,
-            "upstream MCP server is unavailable",
-            json!({ "outcome": "upstream_unavailable", "retryable": true }),
-        );
+    let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
+    let client_capabilities = params
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let (upstream, dedicated) = match proxy.strategy {
+        SessionStrategy::Shared => match proxy.upstream.session(proxy.connect_budget).await {
+            Some(upstream) => (upstream, None),
+            None => return unavailable(id),
+        },
+        SessionStrategy::PerClient => {
+            if proxy.sessions.len() >= proxy.max_sessions {
+                proxy
+                    .metrics
+                    .record("initialize", None, Outcome::Rejected, Duration::ZERO);
+                return Answer::error_with_data(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    id,
+                    jsonrpc::SESSION_LIMIT,
+                    "the proxy serves its maximum number of client sessions (session.maxSessions); retry later",
+                    json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
+                );
+            }
+            // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
+            match Dedicated::open(proxy.http.clone(), params, proxy.connect_budget).await {
+                Ok(dedicated) => (dedicated.current(), Some(dedicated)),
+                Err(error) => {
+                    tracing::warn!(error = %error, kind = error.kind(), "per-client upstream handshake failed");
+                    return unavailable(id);
+                }
+            }
+        }
     };
     let mut result = upstream.initialize_result().clone();
     result["protocolVersion"] = json!(upstream.protocol_version());
-    let client_capabilities = body
-        .get("params")
-        .and_then(|p| p.get("capabilities"))
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    let session = proxy
-        .sessions
-        .create(upstream.protocol_version(), client_capabilities);
+    let session =
+        proxy
+            .sessions
+            .create(upstream.protocol_version(), client_capabilities, dedicated);
+    if let Some(dedicated) = session.dedicated() {
+        dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
+    }
     proxy
         .metrics
         .downstream_sessions
@@ -69,4 +99,14 @@ pub async fn handle(
         body: json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         session: Some(session.id().to_owned()),
     }
+}
+
+fn unavailable(id: &Value) -> Answer {
+    Answer::error_with_data(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        jsonrpc::UPSTREAM_UNAVAILABLE,
+        "upstream MCP server is unavailable",
+        json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
+    )
 }

@@ -1,0 +1,206 @@
+//! The `PerClient` strategy for HTTP upstreams: each downstream session holds an upstream session
+//! of its own, opened with the client's own `initialize` params, closed when the client's session
+//! ends (DELETE or idle expiry), never left behind.
+//!
+//! Recovery is the shared strategy's, per client: on session loss one re-handshake with the
+//! client's original `protocolVersion`, `capabilities` and `clientInfo` (field case BR-03), run
+//! once for all of that client's concurrent callers, then a replay of the refused call.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::jsonrpc::{self, Message};
+use crate::metrics::Metrics;
+use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::upstream::listen::{self, Ended};
+use crate::upstream::{HttpUpstream, UpstreamError, UpstreamSession};
+
+/// Server messages buffered between a dedicated upstream session and its client.
+const BUFFER: usize = 64;
+
+/// A downstream session's own upstream session.
+#[derive(Debug)]
+pub struct Dedicated {
+    http: HttpUpstream,
+    params: Value,
+    current: Mutex<Arc<UpstreamSession>>,
+    recovering: tokio::sync::Mutex<()>,
+    listening: Mutex<CancellationToken>,
+    connect_budget: Duration,
+}
+
+impl Dedicated {
+    /// Opens an upstream session with the client's `initialize` params within `connect_budget`.
+    ///
+    /// # Errors
+    /// [`UpstreamError`] from the handshake; [`UpstreamError::Handshake`] when the budget ran out.
+    pub async fn open(
+        http: HttpUpstream,
+        params: Value,
+        connect_budget: Duration,
+    ) -> Result<Self, UpstreamError> {
+        let session = handshake(&http, &params, connect_budget).await?;
+        Ok(Self {
+            http,
+            params,
+            current: Mutex::new(session),
+            recovering: tokio::sync::Mutex::new(()),
+            listening: Mutex::new(CancellationToken::new()),
+            connect_budget,
+        })
+    }
+
+    /// The current upstream session.
+    pub fn current(&self) -> Arc<UpstreamSession> {
+        Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Starts relaying the upstream session's standalone stream to `client`.
+    pub fn listen(&self, client: Weak<DownstreamSession>, metrics: Arc<Metrics>) {
+        let stop = CancellationToken::new();
+        let previous = std::mem::replace(
+            &mut *self.listening.lock().unwrap_or_else(|e| e.into_inner()),
+            stop.clone(),
+        );
+        previous.cancel();
+        let (sink, messages) = mpsc::channel(BUFFER);
+        let session = self.current();
+        tokio::spawn(deliver(client, Arc::clone(&session), messages, metrics));
+        let http = self.http.clone();
+        tokio::spawn(async move {
+            if listen::listen(http, Arc::clone(&session), stop, sink).await == Ended::Lost {
+                session.mark_lost();
+            }
+        });
+    }
+
+    /// A session to replace `lost`: the current one if another caller already recovered,
+    /// otherwise one new handshake (single flight per client). `None` when it failed.
+    pub async fn recover(
+        &self,
+        lost: &Arc<UpstreamSession>,
+        client: Weak<DownstreamSession>,
+        metrics: Arc<Metrics>,
+    ) -> Option<Arc<UpstreamSession>> {
+        let _single_flight = self.recovering.lock().await;
+        let current = self.current();
+        if !Arc::ptr_eq(&current, lost) && !current.is_lost() {
+            return Some(current);
+        }
+        lost.mark_lost();
+        if lost.claim_report() {
+            metrics
+                .upstream_session_losses
+                .with_label_values(&["not_found"])
+                .inc();
+        }
+        match handshake(&self.http, &self.params, self.connect_budget).await {
+            Ok(session) => {
+                metrics
+                    .upstream_initializations
+                    .with_label_values(&["ok"])
+                    .inc();
+                *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&session);
+                self.listen(client, metrics);
+                Some(session)
+            }
+            Err(error) => {
+                metrics
+                    .upstream_initializations
+                    .with_label_values(&["error"])
+                    .inc();
+                tracing::warn!(error = %error, kind = error.kind(), "per-client upstream re-initialization failed");
+                None
+            }
+        }
+    }
+
+    /// Ends the upstream session (`DELETE`, in the background) and stops listening.
+    pub fn close(&self) {
+        self.listening
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .cancel();
+        let session = self.current();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(2), session.close()).await;
+        });
+    }
+}
+
+async fn handshake(
+    http: &HttpUpstream,
+    params: &Value,
+    budget: Duration,
+) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    let handshake = UpstreamSession::handshake(http.clone(), Some(params.clone()));
+    match tokio::time::timeout(budget, handshake).await {
+        Ok(result) => result.map(Arc::new),
+        Err(_) => Err(UpstreamError::Handshake(format!(
+            "upstream handshake took longer than {budget:?}"
+        ))),
+    }
+}
+
+/// Delivers one dedicated session's standalone messages to its client: notifications to the
+/// client's GET stream, server requests relayed if the client declared the capability (else
+/// -32601 upstream at once).
+async fn deliver(
+    client: Weak<DownstreamSession>,
+    upstream: Arc<UpstreamSession>,
+    mut messages: mpsc::Receiver<Value>,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(mut message) = messages.recv().await {
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        let delivered = match Message::classify(message.clone()) {
+            Ok(Message::Request { id, method, .. }) if client.accepts_server_request(&method) => {
+                let relayed = client.relay_server_request(ServerRequest {
+                    upstream: Arc::clone(&upstream),
+                    upstream_id: id.clone(),
+                });
+                message["id"] = json!(relayed);
+                let pushed = client.push_standalone(message);
+                if !pushed {
+                    client.take_server_request(&json!(relayed));
+                    refuse(&upstream, id, &metrics);
+                } else {
+                    metrics
+                        .server_requests
+                        .with_label_values(&["relayed"])
+                        .inc();
+                }
+                true
+            }
+            Ok(Message::Request { id, .. }) => {
+                refuse(&upstream, id, &metrics);
+                true
+            }
+            Ok(Message::Notification { .. }) => client.push_standalone(message),
+            _ => true,
+        };
+        if !delivered {
+            metrics.server_messages_dropped.inc();
+        }
+    }
+}
+
+fn refuse(upstream: &Arc<UpstreamSession>, id: Value, metrics: &Metrics) {
+    metrics
+        .server_requests
+        .with_label_values(&["refused"])
+        .inc();
+    let reply = jsonrpc::error_response(
+        &id,
+        jsonrpc::METHOD_NOT_FOUND,
+        "the client cannot answer this request",
+        None,
+    );
+    crate::forward::send_in_background(Arc::clone(upstream), reply);
+}

@@ -1,0 +1,76 @@
+//! The upstream session's standalone stream (`GET`, MCP 2025-06-18 "Listening for Messages
+//! from the Server"), kept open for as long as the session lives.
+//!
+//! A broken or idle-closed stream is reopened with backoff, sending `Last-Event-ID` when the
+//! upstream sent event ids; a read timeout never ends the session by itself (field case BR-15).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::{HttpUpstream, MAX_BACKOFF, MIN_BACKOFF, UpstreamError, UpstreamSession};
+
+/// Why listening ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// `stop` fired, the sink closed, or the upstream offers no standalone stream (405).
+    Stopped,
+    /// The upstream answered the GET with 404: the session is gone.
+    Lost,
+}
+
+/// Hands every message of the session's standalone stream to `sink` until `stop` fires, the
+/// session is lost, or the sink closes.
+pub async fn listen(
+    http: HttpUpstream,
+    session: Arc<UpstreamSession>,
+    stop: CancellationToken,
+    sink: mpsc::Sender<Value>,
+) -> Ended {
+    let Some(id) = session.id().map(str::to_owned) else {
+        return Ended::Stopped;
+    };
+    let protocol = session.protocol_version().to_owned();
+    let mut last_event_id: Option<String> = None;
+    let mut backoff = MIN_BACKOFF;
+    while !stop.is_cancelled() && !session.is_lost() {
+        let opened = tokio::select! {
+            () = stop.cancelled() => return Ended::Stopped,
+            opened = http.get(&id, &protocol, last_event_id.as_deref()) => opened,
+        };
+        match opened {
+            Ok(None) => return Ended::Stopped,
+            Ok(Some(mut stream)) => {
+                backoff = MIN_BACKOFF;
+                loop {
+                    let next = tokio::select! {
+                        () = stop.cancelled() => return Ended::Stopped,
+                        next = stream.next() => next,
+                    };
+                    let Some(Ok((event_id, message))) = next else {
+                        break;
+                    };
+                    if event_id.is_some() {
+                        last_event_id = event_id;
+                    }
+                    if sink.send(message).await.is_err() {
+                        return Ended::Stopped;
+                    }
+                }
+            }
+            Err(UpstreamError::SessionLost) => return Ended::Lost,
+            Err(error) => {
+                tracing::debug!(error = %error, "upstream standalone stream failed; reopening");
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => return Ended::Stopped,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+    Ended::Stopped
+}

@@ -1,0 +1,120 @@
+//! The `PerClient` strategy for HTTP upstreams against the fault upstream: one upstream session
+//! per client session, opened with the client's own handshake, closed with it, capped.
+
+use std::time::{Duration, Instant};
+
+use berth_crds::{DurationString, SessionStrategy};
+use berth_proxy::RunningProxy;
+use berth_tests::fault::FaultUpstream;
+use berth_tests::proxy::{call, config, mcp_url, open_session_with, post_raw, start_ready};
+use serde_json::{Value, json};
+
+async fn per_client_proxy(upstream: &FaultUpstream, max_sessions: u32, idle: &str) -> RunningProxy {
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.session.strategy = SessionStrategy::PerClient;
+    cfg.session.max_sessions = max_sessions;
+    cfg.session.idle_timeout = DurationString::new(idle);
+    start_ready(&cfg).await
+}
+
+fn initialize_params(upstream: &FaultUpstream) -> Vec<Value> {
+    upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.method.as_deref() == Some("initialize"))
+        .map(|r| {
+            assert!(r.session.is_none(), "initialize never carries a session id");
+            r.message["params"].clone()
+        })
+        .collect()
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn per_client_each_client_gets_its_own_upstream_session_and_handshake() {
+    let upstream = FaultUpstream::start().await;
+    let proxy = per_client_proxy(&upstream, 16, "30m").await;
+    let url = mcp_url(&proxy);
+    let probe_sessions = upstream.initializes();
+    let (a, _) = open_session_with(&url, "2025-06-18", json!({"roots": {}})).await;
+    let (b, result_b) = open_session_with(&url, "2025-03-26", json!({})).await;
+    assert_eq!(upstream.initializes(), probe_sessions + 2);
+    assert_eq!(result_b["protocolVersion"], json!("2025-03-26"), "the client's own negotiation");
+    let params = initialize_params(&upstream);
+    assert_eq!(params[params.len() - 2]["capabilities"], json!({"roots": {}}));
+    assert_eq!(params[params.len() - 1]["protocolVersion"], json!("2025-03-26"));
+    post_raw(&url, Some(&a), &call(json!(1), "echo", json!({"message": "a"}))).await;
+    post_raw(&url, Some(&b), &call(json!(1), "echo", json!({"message": "b"}))).await;
+    let call_sessions: std::collections::HashSet<_> = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .filter_map(|r| r.session)
+        .collect();
+    assert_eq!(call_sessions.len(), 2, "one upstream session per client");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn per_client_delete_and_idle_expiry_close_the_upstream_session() {
+    let upstream = FaultUpstream::start().await;
+    let proxy = per_client_proxy(&upstream, 16, "1s").await;
+    let url = mcp_url(&proxy);
+    let (a, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &a)
+        .send()
+        .await
+        .expect("delete");
+    assert!(deleted.status().is_success());
+    eventually("the upstream DELETE after the client's", || upstream.deletes() == 1).await;
+    let (_b, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    eventually("the upstream DELETE after idle expiry", || upstream.deletes() == 2).await;
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn per_client_past_max_sessions_initialize_gets_a_clear_error() {
+    let upstream = FaultUpstream::start().await;
+    let proxy = per_client_proxy(&upstream, 2, "30m").await;
+    let url = mcp_url(&proxy);
+    open_session_with(&url, "2025-06-18", json!({})).await;
+    open_session_with(&url, "2025-06-18", json!({})).await;
+    let init = json!({"jsonrpc":"2.0","id":7,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let reply = post_raw(&url, None, &init.to_string()).await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.last()["id"], json!(7));
+    assert_eq!(reply.last()["error"]["code"], json!(berth_proxy::jsonrpc::SESSION_LIMIT));
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_03_per_client_expiry_replays_handshake_with_the_clients_own_params() {
+    let upstream = FaultUpstream::start().await;
+    let proxy = per_client_proxy(&upstream, 16, "30m").await;
+    let url = mcp_url(&proxy);
+    let capabilities = json!({"sampling": {}, "experimental": {"berth-test": {}}});
+    let (session, _) = open_session_with(&url, "2025-03-26", capabilities.clone()).await;
+    upstream.update(|f| f.expire_after_calls = Some(1));
+    let first = post_raw(&url, Some(&session), &call(json!(2), "echo", json!({"message": "n1"}))).await;
+    assert_eq!(first.last()["result"]["content"][0]["text"], json!("n1"));
+    upstream.update(|f| f.expire_after_calls = None);
+    let second = post_raw(&url, Some(&session), &call(json!(3), "echo", json!({"message": "n2"}))).await;
+    assert_eq!(second.last()["id"], json!(3));
+    assert_eq!(second.last()["result"]["content"][0]["text"], json!("n2"), "{second:?}");
+    let params = initialize_params(&upstream);
+    let replayed = params.last().expect("replayed initialize");
+    assert_eq!(replayed["protocolVersion"], json!("2025-03-26"));
+    assert_eq!(replayed["capabilities"], capabilities);
+    assert_eq!(replayed["clientInfo"]["name"], json!("berth-tests"));
+    proxy.shutdown().await;
+}

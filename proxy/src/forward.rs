@@ -240,7 +240,8 @@ pub async fn request(
     let mut replayed = false;
     loop {
         call.upstream_id = call.upstream.next_request_id();
-        let message = rewrite(&body, &call);
+        rewrite(&mut body, &call);
+        let message = Value::Object(std::mem::take(&mut body));
         let sent = tokio::select! {
             () = in_flight.cancelled.cancelled() => None,
             sent = tokio::time::timeout_at(deadline, call.upstream.send(&message)) => Some(sent),
@@ -257,6 +258,9 @@ pub async fn request(
             }
             Some(Err(_)) => return timeout_answer(call),
             Some(Ok(Err(UpstreamError::SessionLost))) if !replayed => {
+                if let Value::Object(sent_body) = message {
+                    body = sent_body;
+                }
                 // The upstream refused the request because it did not know the session: it
                 // provably never ran. Replay it once on the next session.
                 replayed = true;
@@ -293,10 +297,9 @@ pub async fn request(
     }
 }
 
-/// The message as the upstream sees it: upstream id and, if the client asked for progress, the
-/// upstream-side progress token.
-fn rewrite(body: &Map<String, Value>, call: &Call) -> Value {
-    let mut body = body.clone();
+/// Rewrites the message as the upstream sees it: upstream id and, if the client asked for
+/// progress, the upstream-side progress token.
+fn rewrite(body: &mut Map<String, Value>, call: &Call) {
     body.insert("id".into(), json!(call.upstream_id));
     if call.progress_token.is_some()
         && let Some(meta) = body
@@ -306,7 +309,6 @@ fn rewrite(body: &Map<String, Value>, call: &Call) -> Value {
     {
         meta.insert("progressToken".into(), progress_token_for(call.upstream_id));
     }
-    Value::Object(body)
 }
 
 fn timeout_answer(call: Call) -> Answer {

@@ -145,6 +145,9 @@ impl Upstream {
     /// Cancel-safe. Waiting callers never drive or cancel the handshake: the supervisor alone
     /// runs it (single flight), so no caller's deadline can interrupt it.
     pub async fn session(&self, budget: Duration) -> Option<Arc<UpstreamSession>> {
+        if let Some(current) = self.current() {
+            return Some(current); // the common case: no timer, no subscription
+        }
         let mut rx = self.current.subscribe();
         let wait = rx.wait_for(|s| s.as_ref().is_some_and(|s| !s.is_lost()));
         match tokio::time::timeout(budget, wait).await {

@@ -46,12 +46,32 @@ async fn per_client_each_client_gets_its_own_upstream_session_and_handshake() {
     let (a, _) = open_session_with(&url, "2025-06-18", json!({"roots": {}})).await;
     let (b, result_b) = open_session_with(&url, "2025-03-26", json!({})).await;
     assert_eq!(upstream.initializes(), probe_sessions + 2);
-    assert_eq!(result_b["protocolVersion"], json!("2025-03-26"), "the client's own negotiation");
+    assert_eq!(
+        result_b["protocolVersion"],
+        json!("2025-03-26"),
+        "the client's own negotiation"
+    );
     let params = initialize_params(&upstream);
-    assert_eq!(params[params.len() - 2]["capabilities"], json!({"roots": {}}));
-    assert_eq!(params[params.len() - 1]["protocolVersion"], json!("2025-03-26"));
-    post_raw(&url, Some(&a), &call(json!(1), "echo", json!({"message": "a"}))).await;
-    post_raw(&url, Some(&b), &call(json!(1), "echo", json!({"message": "b"}))).await;
+    assert_eq!(
+        params[params.len() - 2]["capabilities"],
+        json!({"roots": {}})
+    );
+    assert_eq!(
+        params[params.len() - 1]["protocolVersion"],
+        json!("2025-03-26")
+    );
+    post_raw(
+        &url,
+        Some(&a),
+        &call(json!(1), "echo", json!({"message": "a"})),
+    )
+    .await;
+    post_raw(
+        &url,
+        Some(&b),
+        &call(json!(1), "echo", json!({"message": "b"})),
+    )
+    .await;
     let call_sessions: std::collections::HashSet<_> = upstream
         .received()
         .into_iter()
@@ -75,9 +95,15 @@ async fn per_client_delete_and_idle_expiry_close_the_upstream_session() {
         .await
         .expect("delete");
     assert!(deleted.status().is_success());
-    eventually("the upstream DELETE after the client's", || upstream.deletes() == 1).await;
+    eventually("the upstream DELETE after the client's", || {
+        upstream.deletes() == 1
+    })
+    .await;
     let (_b, _) = open_session_with(&url, "2025-06-18", json!({})).await;
-    eventually("the upstream DELETE after idle expiry", || upstream.deletes() == 2).await;
+    eventually("the upstream DELETE after idle expiry", || {
+        upstream.deletes() == 2
+    })
+    .await;
     proxy.shutdown().await;
 }
 
@@ -93,7 +119,10 @@ async fn per_client_past_max_sessions_initialize_gets_a_clear_error() {
     let reply = post_raw(&url, None, &init.to_string()).await;
     assert_eq!(reply.status, 503);
     assert_eq!(reply.last()["id"], json!(7));
-    assert_eq!(reply.last()["error"]["code"], json!(berth_proxy::jsonrpc::SESSION_LIMIT));
+    assert_eq!(
+        reply.last()["error"]["code"],
+        json!(berth_proxy::jsonrpc::SESSION_LIMIT)
+    );
     proxy.shutdown().await;
 }
 
@@ -105,12 +134,26 @@ async fn br_03_per_client_expiry_replays_handshake_with_the_clients_own_params()
     let capabilities = json!({"sampling": {}, "experimental": {"berth-test": {}}});
     let (session, _) = open_session_with(&url, "2025-03-26", capabilities.clone()).await;
     upstream.update(|f| f.expire_after_calls = Some(1));
-    let first = post_raw(&url, Some(&session), &call(json!(2), "echo", json!({"message": "n1"}))).await;
+    let first = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "n1"})),
+    )
+    .await;
     assert_eq!(first.last()["result"]["content"][0]["text"], json!("n1"));
     upstream.update(|f| f.expire_after_calls = None);
-    let second = post_raw(&url, Some(&session), &call(json!(3), "echo", json!({"message": "n2"}))).await;
+    let second = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(3), "echo", json!({"message": "n2"})),
+    )
+    .await;
     assert_eq!(second.last()["id"], json!(3));
-    assert_eq!(second.last()["result"]["content"][0]["text"], json!("n2"), "{second:?}");
+    assert_eq!(
+        second.last()["result"]["content"][0]["text"],
+        json!("n2"),
+        "{second:?}"
+    );
     let params = initialize_params(&upstream);
     let replayed = params.last().expect("replayed initialize");
     assert_eq!(replayed["protocolVersion"], json!("2025-03-26"));

@@ -784,3 +784,65 @@ async fn br_15_idle_get_stream_gets_keepalive_within_15s() {
     assert_eq!(text(call5.last()), json!("late"));
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| f.handshake_delay = Duration::from_secs(30));
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.timeouts.connect = DurationString::new("1s");
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start(&cfg).await.expect("proxy starts");
+    let readyz = format!("http://{}/readyz", proxy.admin_addr);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = scrape(&proxy).await;
+        if sample(
+            &metrics,
+            r#"berth_proxy_upstream_initializations_total{result="timeout"}"#,
+        ) >= 2.0
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "handshake timeouts counted: {metrics}"
+        );
+        let status = reqwest::get(&readyz)
+            .await
+            .expect("readyz")
+            .status()
+            .as_u16();
+        assert_eq!(
+            status, 503,
+            "never ready while the handshake cannot complete"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let started = Instant::now();
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+        "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let reply = post_raw(&mcp_url(&proxy), None, &init.to_string()).await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.last()["id"], json!(1));
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "bounded by the connect budget"
+    );
+    upstream.update(|f| f.handshake_delay = Duration::ZERO);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while reqwest::get(&readyz)
+        .await
+        .expect("readyz")
+        .status()
+        .as_u16()
+        != 200
+    {
+        assert!(
+            Instant::now() < deadline,
+            "recovers once the upstream answers"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proxy.shutdown().await;
+}

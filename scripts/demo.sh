@@ -20,6 +20,7 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   tests/controlplane/down.sh "$work/cp" >/dev/null 2>&1 || true
+  rm -rf "$work"
 }
 trap cleanup EXIT
 
@@ -47,8 +48,8 @@ for _ in $(seq 1 60); do
   "$kubectl" get configmap everything-proxy >/dev/null 2>&1 && break
   sleep 1
 done
-"$kubectl" get mcpupstream,deployment,service,configmap -l app.kubernetes.io/instance=everything 2>/dev/null \
-  || "$kubectl" get mcpupstream,deployment,service,configmap
+"$kubectl" get mcpupstream everything
+"$kubectl" get deployment,service,configmap -l app.kubernetes.io/instance=everything
 "$kubectl" get configmap everything-proxy -o 'jsonpath={.data.proxy\.yaml}' > "$work/proxy.yaml"
 echo "--- proxy config rendered by the operator (ConfigMap everything-proxy):" >&2
 cat "$work/proxy.yaml" >&2

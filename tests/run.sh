@@ -21,9 +21,12 @@ export BERTH_PYTHON
 
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
-trap 'tests/controlplane/down.sh "$state" || true' EXIT
+trap 'tests/controlplane/down.sh "$state" || true; rm -rf "$state"' EXIT
 BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$state"
 export KUBECONFIG="$state/kubeconfig"
 
 step "tests"
 cargo test --workspace
+
+step "chart and alerts (helm, promtool; a control plane of their own)"
+tests/chart/test.sh

@@ -19,15 +19,22 @@ pub const DURATION_PATTERN: &str = "^([0-9]+(ms|s|m|h))+$";
 #[serde(transparent)]
 pub struct DurationString(pub String);
 
-/// A duration string that does not follow [`DURATION_PATTERN`].
+/// Longest duration any field accepts: 168h (one week). Longer budgets are mistakes, and the
+/// bound keeps deadline arithmetic far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(168 * 3600);
+
+/// A duration string that does not follow [`DURATION_PATTERN`] or is out of range.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "invalid duration {value:?}: expected digits followed by ms, s, m or h, for example \"30s\""
-)]
+#[error("invalid duration {value:?}: {reason}")]
 pub struct DurationError {
     /// The rejected text.
     pub value: String,
+    /// Why, for the user.
+    pub reason: &'static str,
 }
+
+const SYNTAX: &str = "expected digits followed by ms, s, m or h, for example \"30s\"";
+const TOO_LONG: &str = "longer than the maximum of 168h";
 
 impl DurationString {
     /// Builds a duration string from text, without checking it.
@@ -42,6 +49,7 @@ impl DurationString {
     pub fn to_duration(&self) -> Result<Duration, DurationError> {
         let err = || DurationError {
             value: self.0.clone(),
+            reason: SYNTAX,
         };
         // humantime accepts a wider language ("10 sec", "1min"); restrict it to the CRD pattern:
         // a digit first, then digits and the unit letters only.
@@ -54,7 +62,16 @@ impl DurationString {
         if !(starts_with_digit && only_pattern_chars && ends_with_unit) {
             return Err(err());
         }
-        humantime::parse_duration(&self.0).map_err(|_| err())
+        let too_long = || DurationError {
+            value: self.0.clone(),
+            reason: TOO_LONG,
+        };
+        match humantime::parse_duration(&self.0) {
+            Ok(duration) if duration <= MAX_DURATION => Ok(duration),
+            Ok(_) => Err(too_long()),
+            // Syntax is already checked above: what is left is a number too large to represent.
+            Err(_) => Err(too_long()),
+        }
     }
 }
 
@@ -77,6 +94,11 @@ impl JsonSchema for DurationString {
         json_schema!({
             "type": "string",
             "pattern": DURATION_PATTERN,
+            "maxLength": 32,
+            "x-kubernetes-validations": [{
+                "rule": "duration(self) <= duration('168h')",
+                "message": "must be at most 168h",
+            }],
         })
     }
 }

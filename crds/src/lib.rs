@@ -8,15 +8,18 @@
 pub mod duration;
 pub mod mcp_upstream;
 pub mod proxy_config;
+pub mod tool_policy;
 
 pub use duration::{DurationError, DurationString};
 pub use mcp_upstream::{
-    McpUpstream, McpUpstreamSpec, McpUpstreamStatus, Transport, UpstreamSpec, crd_yaml,
+    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, Transport, UpstreamHeader,
+    UpstreamSpec, crd_yaml,
 };
 pub use proxy_config::{
-    DriftPolicy, ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy, TimeoutsSpec,
-    ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
+    DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy,
+    TimeoutsSpec, ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
 };
+pub use tool_policy::{PolicyFinding, ToolsPolicySpec};
 
 /// API group of every Berth resource.
 pub const GROUP: &str = "berth.dev";

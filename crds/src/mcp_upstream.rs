@@ -4,7 +4,7 @@
 //! Field doc comments here are user documentation: they become the CRD's `description`s and so
 //! what `kubectl explain mcpupstream.spec` prints.
 
-use k8s_openapi::api::core::v1::EnvVar;
+use k8s_openapi::api::core::v1::{EnvVar, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::core::crd::CustomResourceExt;
 use kube::{CustomResource, KubeSchema};
@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::proxy_config::{SessionSpec, TimeoutsSpec, ToolsProbeSpec};
+use crate::tool_policy::ToolsPolicySpec;
 
 /// An MCP server run in production behind the berth proxy.
 ///
@@ -46,6 +47,13 @@ pub struct McpUpstreamSpec {
     /// Time budgets the proxy enforces. Default: `{connect: 10s, call: 60s}`.
     #[serde(default)]
     pub timeouts: TimeoutsSpec,
+    /// Which upstream tools clients may see and call. Default: every tool.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub tools: ToolsPolicySpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// The upstream MCP server container, run as a native sidecar next to the proxy.
@@ -56,6 +64,7 @@ pub struct UpstreamSpec {
     /// for example `ghcr.io/acme/mcp-server@sha256:3f1c...`. Tags alone (`:latest`) are rejected
     /// so that what runs is exactly what was reviewed.
     #[x_kube(validation = Rule::new("self.matches('^[^@\\\\s]+@sha256:[a-f0-9]{64}$')").message("spec.upstream.image must be pinned by digest: name@sha256:<64 lowercase hex>, for example registry.example/mcp/server@sha256:<digest>"))]
+    #[schemars(length(max = 512))]
     pub image: String,
     /// How the proxy talks to the server. `StreamableHttp` (default): the server serves MCP
     /// Streamable HTTP on `port` and `path` on the pod's loopback. `Stdio`: reserved for
@@ -79,6 +88,47 @@ pub struct UpstreamSpec {
     /// (`value` or `valueFrom`). Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// HTTP headers the proxy presents on every request to the upstream (for example an
+    /// `Authorization` the upstream requires). Each takes its value from a Secret key
+    /// (`valueFrom.secretKeyRef`, recommended) or a literal `value`. The proxy reads Secret values
+    /// from its environment; they never appear on a command line, in logs, status, Events or
+    /// metrics. The upstream credential is the proxy's own: clients' headers are never forwarded.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
+    pub headers: Vec<UpstreamHeader>,
+}
+
+/// One header for upstream requests: `name` and exactly one of `value` or `valueFrom`.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("spec.upstream.headers: each header needs exactly one of value or valueFrom.secretKeyRef"))]
+pub struct UpstreamHeader {
+    /// Header name, e.g. `Authorization` or `X-Api-Key`. Headers the MCP transport sets itself
+    /// (`Mcp-Session-Id`, `Mcp-Protocol-Version`, `Content-Type`, `Accept`, `Host`,
+    /// `Content-Length`, `Last-Event-ID`) cannot be set.
+    #[schemars(
+        length(min = 1, max = 256),
+        regex(pattern = r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+    )]
+    #[x_kube(validation = Rule::new("!(self.lowerAscii() in ['mcp-session-id', 'mcp-protocol-version', 'content-type', 'accept', 'host', 'content-length', 'last-event-id'])").message("spec.upstream.headers[*].name is a header the MCP transport sets itself"))]
+    pub name: String,
+    /// A literal value. Stored in the proxy's ConfigMap: prefer `valueFrom` for credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 8192))]
+    pub value: Option<String>,
+    /// Where the value comes from: `secretKeyRef: {name, key}` of a Secret in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<HeaderValueSource>,
+}
+
+/// The source of a header value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderValueSource {
+    /// A key of a Secret in the McpUpstream's namespace.
+    pub secret_key_ref: SecretKeySelector,
 }
 
 /// Wire transport of an upstream MCP server: `StreamableHttp` or `Stdio`.
@@ -122,11 +172,43 @@ fn default_path() -> String {
 /// # Errors
 /// Only if YAML serialization fails.
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
-    let text = serde_yaml::to_string(&McpUpstream::crd())?;
+    let mut crd = serde_json::to_value(McpUpstream::crd())
+        .map_err(<serde_yaml::Error as serde::ser::Error>::custom)?;
+    unwrap_descriptions(&mut crd);
+    let text = serde_yaml::to_string(&crd)?;
     Ok(format!(
         "# Generated from the Rust types in crds/src by `cargo run -p berth-operator -- crd`.\n\
          # Do not edit: a test fails when this file differs from what the types generate.\n{text}"
     ))
+}
+
+/// Joins the hard-wrapped lines of every `description` (doc comments wrap at 100 columns) so
+/// `kubectl explain` reflows them; blank lines stay paragraph breaks.
+fn unwrap_descriptions(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, entry) in map.iter_mut() {
+                match entry {
+                    serde_json::Value::String(text) if key == "description" => {
+                        *text = text
+                            .split("\n\n")
+                            .map(|paragraph| {
+                                paragraph
+                                    .split('\n')
+                                    .map(str::trim)
+                                    .collect::<Vec<_>>()
+                                    .join(" ")
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n\n");
+                    }
+                    other => unwrap_descriptions(other),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_descriptions),
+        _ => {}
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::{DurationError, DurationString};
 use crate::mcp_upstream::Transport;
+use crate::tool_policy::ToolsPolicySpec;
 
 /// Everything the berth proxy needs to run, as YAML under the ConfigMap key
 /// [`crate::PROXY_CONFIG_KEY`] (camelCase keys).
@@ -43,6 +44,13 @@ pub struct ProxyConfig {
     /// Time budgets the proxy enforces.
     #[serde(default)]
     pub timeouts: TimeoutsSpec,
+    /// Which upstream tools clients may see and call.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub tools: ToolsPolicySpec,
+}
+
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// A [`ProxyConfig`] that cannot be used.
@@ -51,6 +59,10 @@ pub enum ProxyConfigError {
     /// The text is not valid YAML for [`ProxyConfig`].
     #[error("failed to parse proxy config")]
     Parse(#[source] serde_yaml::Error),
+    /// A key the format does not have, at any depth (a typo would otherwise silently fall back to
+    /// a default).
+    #[error("unknown field {0:?}")]
+    UnknownField(String),
     /// A duration field does not parse.
     #[error("invalid {field}")]
     Duration {
@@ -68,6 +80,15 @@ pub enum ProxyConfigError {
         /// The configured transport.
         transport: Transport,
     },
+    /// An upstream header has no value (neither or both of `value`/`valueEnv`, or the variable
+    /// is unset).
+    #[error(
+        "upstream header {0:?} needs exactly one of value or valueEnv, and valueEnv must be set"
+    )]
+    Header(String),
+    /// The tool policy is malformed.
+    #[error("invalid tools policy: {0}")]
+    Tools(crate::tool_policy::PolicyFinding),
     /// The transport is declared in the API but this proxy build does not serve it yet.
     #[error("upstream.transport {0:?} is not supported by this proxy version")]
     UnsupportedTransport(Transport),
@@ -79,7 +100,15 @@ impl ProxyConfig {
     /// # Errors
     /// [`ProxyConfigError`] naming the first field that is malformed, missing or unsupported.
     pub fn from_yaml(text: &str) -> Result<Self, ProxyConfigError> {
-        let config: Self = serde_yaml::from_str(text).map_err(ProxyConfigError::Parse)?;
+        let mut unknown = Vec::new();
+        let deserializer = serde_yaml::Deserializer::from_str(text);
+        let config: Self = serde_ignored::deserialize(deserializer, |path| {
+            unknown.push(path.to_string());
+        })
+        .map_err(ProxyConfigError::Parse)?;
+        if let Some(field) = unknown.into_iter().next() {
+            return Err(ProxyConfigError::UnknownField(field));
+        }
         config.check()?;
         Ok(config)
     }
@@ -101,6 +130,14 @@ impl ProxyConfig {
         self.session.idle_timeout()?;
         self.timeouts.call()?;
         self.tools_probe.interval()?;
+        if let Some(finding) = self.tools.check().into_iter().next() {
+            return Err(ProxyConfigError::Tools(finding));
+        }
+        for header in &self.upstream.headers {
+            if header.value.is_some() == header.value_env.is_some() {
+                return Err(ProxyConfigError::Header(header.name.clone()));
+            }
+        }
         match self.upstream.transport {
             Transport::StreamableHttp if self.upstream.url.is_none() => {
                 Err(ProxyConfigError::Missing {
@@ -124,6 +161,51 @@ pub struct UpstreamEndpoint {
     /// pod's loopback). Required for `StreamableHttp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Headers presented on every upstream request.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<HeaderSource>,
+}
+
+/// One upstream header: `name` and exactly one of a literal `value` or `valueEnv`, the name of
+/// an environment variable of the proxy that holds the value (the operator fills it from a
+/// Secret, so the value is in neither the config nor a command line).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderSource {
+    /// Header name.
+    pub name: String,
+    /// Literal value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Environment variable holding the value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_env: Option<String>,
+}
+
+impl UpstreamEndpoint {
+    /// The headers with their values, reading `valueEnv` through `env`.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Header`] naming the header whose value is missing or ambiguous (the
+    /// value itself is never in the error).
+    pub fn resolve_headers(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, ProxyConfigError> {
+        self.headers
+            .iter()
+            .map(|header| {
+                let value = match (&header.value, &header.value_env) {
+                    (Some(value), None) => Some(value.clone()),
+                    (None, Some(var)) => env(var),
+                    _ => None,
+                };
+                value
+                    .map(|value| (header.name.clone(), value))
+                    .ok_or_else(|| ProxyConfigError::Header(header.name.clone()))
+            })
+            .collect()
+    }
 }
 
 /// How downstream (client) sessions map onto upstream sessions.
@@ -146,7 +228,7 @@ pub struct SessionSpec {
     /// session of its own); past it, a new `initialize` gets a clear JSON-RPC error. Range
     /// 1-1024. Default `16`.
     #[serde(default = "default_max_sessions")]
-    #[schemars(range(min = 1, max = 1024))]
+    #[schemars(with = "i32", range(min = 1, max = 1024))]
     pub max_sessions: u32,
 }
 
@@ -270,6 +352,7 @@ pub struct TimeoutsSpec {
     /// response, e.g. `60s`. On expiry the client gets a JSON-RPC error and the upstream a
     /// `notifications/cancelled`. Default `60s`.
     #[serde(default = "default_call")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.timeouts.call must be more than 0s and at most 168h"}]))]
     pub call: DurationString,
 }
 
@@ -291,12 +374,22 @@ impl TimeoutsSpec {
         parse_field("timeouts.connect", &self.connect)
     }
 
-    /// The per-request budget.
+    /// The per-request budget (more than zero).
     ///
     /// # Errors
-    /// [`ProxyConfigError::Duration`] when `call` does not parse.
+    /// [`ProxyConfigError::Duration`] when `call` does not parse or is zero.
     pub fn call(&self) -> Result<Duration, ProxyConfigError> {
-        parse_field("timeouts.call", &self.call)
+        let call = parse_field("timeouts.call", &self.call)?;
+        if call.is_zero() {
+            return Err(ProxyConfigError::Duration {
+                field: "timeouts.call",
+                source: DurationError {
+                    value: self.call.0.clone(),
+                    reason: "must be more than 0s",
+                },
+            });
+        }
+        Ok(call)
     }
 }
 
@@ -364,6 +457,22 @@ mod tests {
         let text = "listen: a:1\nadminListen: b:2\nupstream: {transport: StreamableHttp}\n";
         let err = ProxyConfig::from_yaml(text).expect_err("missing url rejected");
         assert!(err.to_string().contains("upstream.url"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_nested_unknown_key_is_rejected() {
+        let text = format!("{MINIMAL}timeouts: {{connect: 10s, cal: 5s}}\n");
+        let err = ProxyConfig::from_yaml(&text).expect_err("nested typo rejected");
+        assert!(err.to_string().contains("timeouts.cal"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_zero_or_huge_call_budget_is_rejected() {
+        for bad in ["0s", "5000000000000000h", "169h"] {
+            let text = format!("{MINIMAL}timeouts: {{call: {bad}}}\n");
+            let err = ProxyConfig::from_yaml(&text).expect_err("out of range");
+            assert!(err.to_string().contains("timeouts.call"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -78,7 +78,11 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         ProxyConfigError::UnsupportedTransport(_) | ProxyConfigError::Missing { .. } => {
             InvalidSpec::new("spec.upstream.transport", err)
         }
-        ProxyConfigError::Parse(_) => InvalidSpec::new("spec", err),
+        ProxyConfigError::Parse(_) | ProxyConfigError::UnknownField(_) => {
+            InvalidSpec::new("spec", err)
+        }
+        ProxyConfigError::Header(_) => InvalidSpec::new("spec.upstream.headers", err),
+        ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
     }
 }
 

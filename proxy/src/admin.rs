@@ -43,11 +43,11 @@ async fn tools(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
 
 async fn readyz(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     if proxy.upstream.is_ready() {
-        (StatusCode::OK, "ready")
+        (StatusCode::OK, "ready".to_owned())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "upstream session not ready",
+            proxy.upstream.not_ready_reason(),
         )
     }
 }

@@ -87,6 +87,24 @@ impl Call {
         message
     }
 
+    /// The final response as the client sees it: [`Self::restore`]d, and for `tools/list`
+    /// without the tools the policy hides.
+    fn finalize(&self, message: Value) -> Value {
+        let mut message = self.restore(message);
+        if self.method == "tools/list"
+            && let Some(tools) = message
+                .pointer_mut("/result/tools")
+                .and_then(Value::as_array_mut)
+        {
+            let policy = &self.proxy.tools_policy;
+            tools.retain(|tool| {
+                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                policy.exposes(name, crate::upstream::tools::is_read_only(tool))
+            });
+        }
+        message
+    }
+
     fn is_final(&self, message: &Value) -> bool {
         (message.get("result").is_some() || message.get("error").is_some())
             && message.get("id") == Some(&json!(self.upstream_id))
@@ -193,8 +211,25 @@ pub async fn request(
         );
     };
     if let Some(tool) = &tool {
-        // PerCall policy: list over the same session first; a drifted tool is blocked.
+        // PerCall policy: list over the same session first.
         proxy.upstream.probe_before_call(&upstream).await;
+        // A tool the policy hides is absent for clients, whatever the upstream offers.
+        if !proxy.upstream.exposes(tool) {
+            session.finish(&id);
+            proxy
+                .metrics
+                .record(&method, Some(tool), Outcome::Rejected, started.elapsed());
+            return Answer::error_with_data(
+                StatusCode::OK,
+                &id,
+                jsonrpc::INVALID_PARAMS,
+                &format!(
+                    "tool {tool:?} is not exposed by this proxy (tools.allow / tools.readOnly)"
+                ),
+                json!({ "outcome": Outcome::Rejected.as_label(), "tool": tool }),
+            );
+        }
+        // A drifted tool is blocked.
         if proxy.upstream.is_drifted(tool) {
             session.finish(&id);
             proxy.metrics.record(
@@ -280,7 +315,7 @@ pub async fn request(
         return match reply {
             Reply::Json(response) => {
                 let outcome = Outcome::of_response(&response);
-                let response = call.restore(response);
+                let response = call.finalize(response);
                 call.finish(outcome);
                 Answer::ok(response)
             }
@@ -367,10 +402,45 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         mcp.request_id = %call.downstream_id,
         upstream_session_id = call.upstream.id().unwrap_or_default(),
         protocol_version = call.upstream.protocol_version(),
-        error = %error,
+        error = %crate::upstream::error_chain(error),
         kind = error.kind(),
         "upstream request failed"
     );
+    if let UpstreamError::Status { status, body } = error {
+        // The upstream refused the request with a JSON-RPC error in an HTTP error (the Node SDK
+        // answers malformed params with 400 and -32700): that is the upstream's answer to this
+        // request, so the client gets it under its own id, counted as rpc_error.
+        if let Some(rpc_error) = serde_json::from_str::<Value>(body)
+            .ok()
+            .and_then(|v| v.get("error").cloned())
+        {
+            let answer = Answer::Json {
+                status: StatusCode::OK,
+                body: json!({ "jsonrpc": "2.0", "id": call.downstream_id, "error": rpc_error }),
+                session: None,
+            };
+            call.finish(Outcome::RpcError);
+            return answer;
+        }
+        let answer = Answer::error_with_data(
+            StatusCode::OK,
+            &call.downstream_id,
+            jsonrpc::UPSTREAM_ERROR,
+            &format!("upstream MCP server answered HTTP {status}"),
+            json!({
+                "outcome": Outcome::UpstreamUnavailable.as_label(),
+                "retryable": *status >= 500,
+                "upstreamStatus": status,
+                "upstreamReason": body,
+            }),
+        );
+        call.finish(Outcome::UpstreamUnavailable);
+        return answer;
+    }
+    if matches!(error, UpstreamError::Send(_)) {
+        // The connection failed: the upstream may be gone. The supervisor checks the session.
+        call.proxy.upstream.check_reachable();
+    }
     let answer = call.error(
         jsonrpc::UPSTREAM_ERROR,
         "upstream MCP server failed to answer",

@@ -68,6 +68,9 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: 
         Ok(message) => message,
         Err(invalid) => return refuse(&proxy, &invalid),
     };
+    if let Some(answer) = bad_params(&proxy, &message) {
+        return answer;
+    }
     let header = session_header(&headers);
     if let Message::Request { id, method, body } = &message
         && method == "initialize"
@@ -144,6 +147,39 @@ async fn client_response(
         );
     }
     Answer::Accepted
+}
+
+/// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
+/// `protocolVersion`. Anything else is refused with -32602 before it reaches the upstream, so a
+/// client's mistake is never counted as an upstream failure.
+fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
+    let (Message::Request { body, .. } | Message::Notification { body, .. }) = message else {
+        return None;
+    };
+    let id = body.get("id").cloned().unwrap_or(Value::Null);
+    let params = body.get("params");
+    let reason = if params.is_some_and(|p| !p.is_object()) {
+        "params must be an object"
+    } else if message.method() == Some("initialize")
+        && !params
+            .and_then(|p| p.get("protocolVersion"))
+            .is_some_and(Value::is_string)
+    {
+        "initialize needs params.protocolVersion (a string)"
+    } else {
+        return None;
+    };
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&["params"])
+        .inc();
+    Some(Answer::error(
+        StatusCode::BAD_REQUEST,
+        &id,
+        jsonrpc::INVALID_PARAMS,
+        reason,
+    ))
 }
 
 fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {

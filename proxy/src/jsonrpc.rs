@@ -13,6 +13,8 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC "Method not found".
 pub const METHOD_NOT_FOUND: i64 = -32601;
+/// JSON-RPC "Invalid params" (also what MCP servers answer for an unknown tool).
+pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC "Internal error".
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The request's time budget (`timeouts.call`) ran out. Same code the MCP TypeScript SDK uses.

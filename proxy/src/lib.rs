@@ -12,6 +12,7 @@ pub mod fanout;
 pub mod forward;
 pub mod front;
 pub mod jsonrpc;
+pub mod lint;
 pub mod metrics;
 pub mod outcome;
 pub mod per_client;
@@ -21,7 +22,7 @@ pub mod subscriptions;
 pub mod upstream;
 
 pub use outcome::Outcome;
-pub use server::{Proxy, RunningProxy, StartError, start, start_on};
+pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 
 /// Installs ring as the process-wide rustls crypto provider (the only TLS provider in Berth).
 /// Call once before the first HTTP client is built; later calls do nothing.

@@ -63,6 +63,8 @@ pub struct Metrics {
     pub tools_probes: IntCounterVec,
     /// `berth_proxy_tools_drifted`: baseline tools currently removed or changed.
     pub tools_drifted: IntGauge,
+    /// `berth_proxy_tools_missing`: tools in `tools.allow` the upstream does not list.
+    pub tools_missing: IntGauge,
     /// `berth_proxy_server_requests_total{result}`: server-to-client requests `relayed` to a
     /// client or `refused` (no client with the capability, or no single owner).
     pub server_requests: IntCounterVec,
@@ -154,6 +156,11 @@ impl Metrics {
             "baseline tools currently removed or changed upstream",
         )
         .expect("valid metric");
+        let tools_missing = IntGauge::new(
+            "berth_proxy_tools_missing",
+            "tools in tools.allow that the upstream does not list",
+        )
+        .expect("valid metric");
         let server_requests = IntCounterVec::new(
             Opts::new(
                 "berth_proxy_server_requests_total",
@@ -208,6 +215,7 @@ impl Metrics {
             Box::new(replays.clone()),
             Box::new(tools_probes.clone()),
             Box::new(tools_drifted.clone()),
+            Box::new(tools_missing.clone()),
             Box::new(server_requests.clone()),
             Box::new(server_messages_dropped.clone()),
             Box::new(tools_discovered.clone()),
@@ -218,6 +226,17 @@ impl Metrics {
         ];
         for collector in collectors {
             registry.register(collector).expect("unique metric");
+        }
+        // Every known label value starts at 0, so rate() and absent() work before the first event.
+        for reason in ["not_found", "stream", "probe", "unreachable"] {
+            upstream_session_losses.with_label_values(&[reason]);
+        }
+        for result in ["ok", "error", "timeout"] {
+            upstream_initializations.with_label_values(&[result]);
+            tools_probes.with_label_values(&[result]);
+        }
+        for result in ["relayed", "refused"] {
+            server_requests.with_label_values(&[result]);
         }
         Self {
             registry,
@@ -231,6 +250,7 @@ impl Metrics {
             replays,
             tools_probes,
             tools_drifted,
+            tools_missing,
             server_requests,
             server_messages_dropped,
             tools_discovered,

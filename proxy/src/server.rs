@@ -4,14 +4,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy};
+use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::sessions::Sessions;
 use crate::subscriptions::Subscriptions;
-use crate::upstream::{HttpUpstream, Upstream, UpstreamError};
+use crate::upstream::{HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +51,8 @@ pub struct Proxy {
     pub shutdown: CancellationToken,
     /// `session.strategy`.
     pub strategy: SessionStrategy,
+    /// `tools`: which upstream tools clients may see and call.
+    pub tools_policy: ToolsPolicySpec,
     /// `session.maxSessions` (`PerClient`).
     pub max_sessions: usize,
     /// The upstream endpoint, for `PerClient` sessions.
@@ -133,13 +135,25 @@ async fn bind(addr: &str) -> Result<TcpListener, StartError> {
 /// # Errors
 /// [`StartError`] for an unusable config or an address that cannot be bound.
 pub async fn start(config: &ProxyConfig) -> Result<RunningProxy, StartError> {
+    start_with_env(config, &|var| std::env::var(var).ok()).await
+}
+
+/// As [`start`], reading the `valueEnv` of upstream headers through `env` instead of the
+/// process environment.
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_with_env(
+    config: &ProxyConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<RunningProxy, StartError> {
     config.check()?;
     let mcp = bind(&config.listen).await?;
     let admin = bind(&config.admin_listen).await?;
-    start_on(config, mcp, admin).await
+    start_on(config, mcp, admin, env).await
 }
 
-/// Starts serving on listeners the caller bound (tests bind `127.0.0.1:0`).
+/// Starts serving on listeners the caller bound, reading header variables through `env`.
 ///
 /// # Errors
 /// [`StartError`] for an unusable config.
@@ -147,21 +161,27 @@ pub async fn start_on(
     config: &ProxyConfig,
     mcp: TcpListener,
     admin: TcpListener,
+    env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<RunningProxy, StartError> {
     config.check()?;
     let connect_budget = config.timeouts.connect()?;
     let call_budget = config.timeouts.call()?;
     let idle_timeout = config.session.idle_timeout()?;
     let url = config.upstream.url.as_deref().unwrap_or_default();
-    let http = HttpUpstream::new(url, connect_budget)?;
+    let headers = config.upstream.resolve_headers(env)?;
+    let http = HttpUpstream::new(url, connect_budget, &headers)?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
+    let settings = UpstreamSettings {
+        connect_budget,
+        probe: config.tools_probe.clone(),
+        probe_budget: call_budget,
+        policy: config.tools.clone(),
+    };
     let upstream = Upstream::spawn(
         http.clone(),
-        connect_budget,
-        config.tools_probe.clone(),
-        call_budget,
+        settings,
         Arc::clone(&metrics),
         server_messages,
         shutdown.clone(),
@@ -175,6 +195,7 @@ pub async fn start_on(
         connect_budget,
         shutdown: shutdown.clone(),
         strategy: config.session.strategy,
+        tools_policy: config.tools.clone(),
         max_sessions: config.session.max_sessions as usize,
         http,
     });

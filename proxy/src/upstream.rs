@@ -14,7 +14,7 @@ pub mod tools;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use berth_crds::{ToolsProbePolicy, ToolsProbeSpec};
+use berth_crds::{PolicyFinding, ToolsPolicySpec, ToolsProbePolicy, ToolsProbeSpec};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +30,9 @@ const MAX_TOOL_PAGES: usize = 100;
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between handshake attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How often the supervisor pings an idle upstream session, so a dead upstream takes the proxy
+/// out of readiness even when no client is calling (DESIGN.md failure 5).
+const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Budget for ending the upstream session on shutdown; shutdown never waits longer.
 const CLOSE_BUDGET: Duration = Duration::from_secs(2);
 
@@ -90,40 +93,59 @@ pub struct Upstream {
     connect_budget: Duration,
     probe: ToolsProbeSpec,
     probe_budget: Duration,
+    policy: ToolsPolicySpec,
     current: watch::Sender<Option<Arc<UpstreamSession>>>,
     ready: watch::Sender<bool>,
     attempts: watch::Sender<u64>,
     refresh: Notify,
+    check: Notify,
     catalog: RwLock<Catalog>,
     server_messages: mpsc::Sender<Value>,
     metrics: Arc<Metrics>,
 }
 
+/// What the supervisor needs from the proxy config.
+#[derive(Debug, Clone)]
+pub struct UpstreamSettings {
+    /// `timeouts.connect`: bounds each handshake.
+    pub connect_budget: Duration,
+    /// `toolsProbe`.
+    pub probe: ToolsProbeSpec,
+    /// Bounds each tool listing (`timeouts.call`).
+    pub probe_budget: Duration,
+    /// `tools`: decides which allowed tools must exist upstream.
+    pub policy: ToolsPolicySpec,
+}
+
 impl Upstream {
     /// Creates the upstream and starts its supervisor, which runs until `shutdown` fires and
-    /// then closes the session.
-    ///
-    /// `connect_budget` bounds each handshake; `probe_budget` bounds each tool listing.
-    /// Messages the upstream sends on its standalone stream go to `server_messages`.
+    /// then closes the session. Messages the upstream sends on its standalone stream go to
+    /// `server_messages`.
     pub fn spawn(
         http: HttpUpstream,
-        connect_budget: Duration,
-        probe: ToolsProbeSpec,
-        probe_budget: Duration,
+        settings: UpstreamSettings,
         metrics: Arc<Metrics>,
         server_messages: mpsc::Sender<Value>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
+        let UpstreamSettings {
+            connect_budget,
+            probe,
+            probe_budget,
+            policy,
+        } = settings;
         let upstream = Arc::new(Self {
             http,
             connect_budget,
             catalog: RwLock::new(Catalog::new(probe.expected_fingerprint.clone())),
             probe,
             probe_budget,
+            policy,
             current: watch::channel(None).0,
             ready: watch::channel(false).0,
             attempts: watch::channel(0).0,
             refresh: Notify::new(),
+            check: Notify::new(),
             server_messages,
             metrics,
         });
@@ -208,6 +230,13 @@ impl Upstream {
         }
     }
 
+    /// Asks the supervisor to check at once that the upstream still answers on the session (a
+    /// request just failed at the connection level). An unreachable upstream loses the session
+    /// and readiness.
+    pub fn check_reachable(&self) {
+        self.check.notify_one();
+    }
+
     /// Asks the supervisor to list tools again (on `notifications/tools/list_changed`).
     pub fn refresh_tools(&self) {
         if self.probe.policy != ToolsProbePolicy::Never {
@@ -220,7 +249,27 @@ impl Upstream {
         self.catalog.read().is_ok_and(|c| c.is_drifted(tool))
     }
 
-    /// `{"count", "fingerprint", "drifted"}` of the last listing.
+    /// Whether the tool policy exposes `tool` (its `readOnlyHint` from the last listing).
+    pub fn exposes(&self, tool: &str) -> bool {
+        let read_only = self.catalog.read().is_ok_and(|c| c.is_read_only(tool));
+        self.policy.exposes(tool, read_only)
+    }
+
+    /// Why the proxy is not ready, for `/readyz`.
+    pub fn not_ready_reason(&self) -> String {
+        let missing = self
+            .catalog
+            .read()
+            .map(|c| c.missing().to_vec())
+            .unwrap_or_default();
+        if missing.is_empty() {
+            "upstream session not ready".to_owned()
+        } else {
+            format!("allowed tools missing upstream: {}", missing.join(", "))
+        }
+    }
+
+    /// `{"count", "fingerprint", "drifted", "missing"}` of the last listing.
     pub fn tools_summary(&self) -> Value {
         self.catalog
             .read()
@@ -291,7 +340,7 @@ impl Upstream {
                     .upstream_initializations
                     .with_label_values(&["error"])
                     .inc();
-                tracing::warn!(upstream = %self.http.url(), error = %error, kind = error.kind(), "upstream handshake failed");
+                tracing::warn!(upstream = %self.http.url(), error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
                 return None;
             }
             Err(_) => {
@@ -339,6 +388,18 @@ impl Upstream {
                 () = session.lost().cancelled() => return,
                 () = self.refresh.notified() => {}
                 () = tokio::time::sleep(wait), if periodic => {}
+                () = self.check.notified() => {
+                    if !self.is_reachable(session).await {
+                        return;
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep(LIVENESS_INTERVAL) => {
+                    if !self.is_reachable(session).await {
+                        return;
+                    }
+                    continue;
+                }
             }
             let listed = self.probe_tools(session).await;
             if session.is_lost() {
@@ -347,6 +408,27 @@ impl Upstream {
             }
             self.set_ready(listed);
         }
+    }
+
+    /// Pings the upstream over `session` within the connect budget. A session the upstream
+    /// forgot, or an upstream that does not answer, is reported lost (`not_found` or
+    /// `unreachable`) and `false` returned.
+    async fn is_reachable(&self, session: &Arc<UpstreamSession>) -> bool {
+        let ping = tokio::time::timeout(self.connect_budget, session.request("ping", json!({})));
+        let reason = match ping.await {
+            Ok(Ok(_)) => return true,
+            Ok(Err(UpstreamError::SessionLost)) => "not_found",
+            Ok(Err(error)) => {
+                tracing::warn!(upstream = %self.http.url(), error = %error_chain(&error), "upstream unreachable");
+                "unreachable"
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.http.url(), "upstream did not answer ping within the connect budget");
+                "unreachable"
+            }
+        };
+        self.report_lost(session, reason);
+        false
     }
 
     /// Lists every tool over `session` (following cursors), updates the catalogue and the
@@ -366,10 +448,30 @@ impl Upstream {
                         return false;
                     };
                     catalog.update(&tools, self.probe.on_drift);
+                    let missing: Vec<String> = self
+                        .policy
+                        .check_against(catalog.hints())
+                        .into_iter()
+                        .filter_map(|finding| match finding {
+                            PolicyFinding::Missing(name) => Some(name),
+                            _ => None,
+                        })
+                        .collect();
+                    if !missing.is_empty() {
+                        tracing::warn!(missing = ?missing, "allowed tools are missing upstream; not ready");
+                    }
+                    self.metrics.tools_missing.set(missing.len() as i64);
+                    let complete = missing.is_empty();
+                    catalog.set_missing(missing);
                     self.metrics.set_tool_names(catalog.names());
-                    catalog.drifted().map(str::to_owned).collect::<Vec<_>>()
+                    let drifted = catalog.drifted().map(str::to_owned).collect::<Vec<_>>();
+                    (drifted, complete)
                 };
+                let (drifted, complete) = drifted;
                 self.metrics.tools_drifted.set(drifted.len() as i64);
+                if !complete {
+                    return false;
+                }
                 if drifted.is_empty() {
                     tracing::info!(tools = tools.len(), "upstream tools listed");
                 } else {
@@ -392,8 +494,20 @@ impl Upstream {
     }
 }
 
+/// An error with its causes, `outer: inner: innermost`, for logs (never for metric labels).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// Every tool the upstream lists, following `nextCursor` (at most [`MAX_TOOL_PAGES`] pages).
-async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
+pub(crate) async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
     let mut tools = Vec::new();
     let mut cursor: Option<Value> = None;
     for _ in 0..MAX_TOOL_PAGES {

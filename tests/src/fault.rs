@@ -123,6 +123,8 @@ pub struct Received {
     pub session: Option<String>,
     /// The whole message (`Value::Null` for `GET`/`DELETE` or a body that is not JSON).
     pub message: Value,
+    /// Every request header as `(lowercase name, value)`.
+    pub headers: Vec<(String, String)>,
     /// The client end of the TCP connection it came on (one value per connection).
     pub peer: SocketAddr,
 }

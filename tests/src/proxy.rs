@@ -16,10 +16,12 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         upstream: UpstreamEndpoint {
             transport: Transport::StreamableHttp,
             url: Some(upstream_url.to_owned()),
+            headers: Vec::new(),
         },
         session: Default::default(),
         tools_probe: Default::default(),
         timeouts: Default::default(),
+        tools: Default::default(),
     };
     config.timeouts.call = berth_crds::DurationString::new(call_timeout);
     config

@@ -484,7 +484,7 @@ async fn mcp_upstream_stdio_transport_is_invalid_spec_with_warning_event() {
         event
             .note
             .as_deref()
-            .is_some_and(|n| n.contains("spec.session.strategy")),
+            .is_some_and(|n| n.contains("spec.upstream.transport")),
         "{event:?}"
     );
     // Nothing is deployed for a spec that cannot be served.

@@ -185,3 +185,62 @@ async fn proxy_call_past_budget_times_out_with_request_id() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn design_5_dead_upstream_takes_the_proxy_out_of_readiness() {
+    let server = peers::everything().await;
+    let mut cfg = config(&server.url, "10s");
+    cfg.timeouts.connect = berth_crds::DurationString::new("2s");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    drop(server); // kills the Node process: connections are refused from now on
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(1), "echo", json!({"message": "x"})),
+    )
+    .await;
+    assert!(reply.last().get("error").is_some(), "{reply:?}");
+    let readyz = format!("http://{}/readyz", proxy.admin_addr);
+    let started = std::time::Instant::now();
+    loop {
+        let status = reqwest::get(&readyz)
+            .await
+            .expect("readyz")
+            .status()
+            .as_u16();
+        if status == 503 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "still ready with a dead upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_upstream_ready"),
+        0.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_upstream_session_losses_total{reason="unreachable"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+    let healthz = format!("http://{}/healthz", proxy.admin_addr);
+    assert_eq!(
+        reqwest::get(&healthz)
+            .await
+            .expect("healthz")
+            .status()
+            .as_u16(),
+        200
+    );
+    proxy.shutdown().await;
+}

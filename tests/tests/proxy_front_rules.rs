@@ -130,3 +130,31 @@ async fn front_malformed_json_is_parse_error_and_batch_is_invalid_request() {
     assert!(reply.last().get("result").is_some());
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn front_non_object_params_are_invalid_params_and_never_reach_upstream() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let body = json!({"jsonrpc":"2.0","id":11,"method":"tools/call","params":["echo"]});
+    let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["id"], json!(11));
+    assert_eq!(reply.last()["error"]["code"], json!(-32602));
+    let init =
+        json!({"jsonrpc":"2.0","id":12,"method":"initialize","params":{"protocolVersion":5}});
+    let reply = post_raw(&url, None, &init.to_string()).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.last()["id"], json!(12));
+    assert!(
+        reply.session.is_none(),
+        "no session for a malformed initialize"
+    );
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert!(
+        !metrics.contains("outcome=\"upstream_unavailable\""),
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}

@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 
 use berth_crds::{
-    McpUpstreamSpec, PROXY_ADMIN_PORT, PROXY_CONFIG_KEY, PROXY_MCP_PORT, ProxyConfig, Transport,
-    UpstreamEndpoint,
+    HeaderSource, McpUpstreamSpec, PROXY_ADMIN_PORT, PROXY_CONFIG_KEY, PROXY_MCP_PORT, ProxyConfig,
+    Transport, UpstreamEndpoint,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -33,11 +33,30 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
                 "http://127.0.0.1:{}{}",
                 spec.upstream.port, spec.upstream.path
             )),
+            headers: spec
+                .upstream
+                .headers
+                .iter()
+                .enumerate()
+                .map(|(index, header)| HeaderSource {
+                    name: header.name.clone(),
+                    value: header.value.clone(),
+                    value_env: header.value_from.as_ref().map(|_| header_env_var(index)),
+                })
+                .collect(),
         },
         session: spec.session.clone(),
         tools_probe: spec.tools_probe.clone(),
         timeouts: spec.timeouts.clone(),
+        tools: spec.tools.clone(),
     }
+}
+
+/// The proxy environment variable that carries the Secret value of upstream header `index`
+/// (`BERTH_UPSTREAM_HEADER_<index>`): the value reaches the proxy through the kubelet, never
+/// through the ConfigMap or a command line.
+pub fn header_env_var(index: usize) -> String {
+    format!("BERTH_UPSTREAM_HEADER_{index}")
 }
 
 /// The ConfigMap holding `config` as YAML under [`PROXY_CONFIG_KEY`].

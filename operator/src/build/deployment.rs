@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use berth_crds::{McpUpstreamSpec, PROXY_ADMIN_PORT, PROXY_CONFIG_KEY, PROXY_MCP_PORT};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HTTPGetAction,
-    PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile, SecurityContext,
-    TCPSocketAction, Volume, VolumeMount,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
+    SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -94,7 +94,7 @@ pub(super) fn deployment(
 fn pod_spec(spec: &McpUpstreamSpec, proxy_image: &str, config_map_name: String) -> PodSpec {
     PodSpec {
         init_containers: Some(vec![upstream_container(spec)]),
-        containers: vec![proxy_container(proxy_image)],
+        containers: vec![proxy_container(proxy_image, spec)],
         volumes: Some(vec![Volume {
             name: CONFIG_VOLUME.to_owned(),
             config_map: Some(ConfigMapVolumeSource {
@@ -148,9 +148,28 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
     }
 }
 
-/// The berth proxy.
-fn proxy_container(proxy_image: &str) -> Container {
+/// The berth proxy. Secret-backed upstream headers reach it as environment variables filled by
+/// the kubelet from the Secret (see [`super::config_map::header_env_var`]).
+fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
+    let header_env: Vec<EnvVar> = spec
+        .upstream
+        .headers
+        .iter()
+        .enumerate()
+        .filter_map(|(index, header)| {
+            let source = header.value_from.as_ref()?;
+            Some(EnvVar {
+                name: super::config_map::header_env_var(index),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(source.secret_key_ref.clone()),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            })
+        })
+        .collect();
     Container {
+        env: (!header_env.is_empty()).then_some(header_env),
         name: PROXY_CONTAINER.to_owned(),
         image: Some(proxy_image.to_owned()),
         args: Some(vec![

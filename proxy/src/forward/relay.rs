@@ -48,7 +48,7 @@ pub(super) async fn run(
         };
         if call.is_final(&message) {
             let outcome = Outcome::of_response(&message);
-            let message = call.restore(message);
+            let message = call.finalize(message);
             call.finish(outcome);
             let _ = tx.send(message).await;
             return;

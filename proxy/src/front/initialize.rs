@@ -68,8 +68,20 @@ pub async fn handle(
             }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
             match Dedicated::open(proxy.http.clone(), params, proxy.connect_budget).await {
-                Ok(dedicated) => (dedicated.current(), Some(dedicated)),
+                Ok(dedicated) => {
+                    proxy
+                        .metrics
+                        .upstream_initializations
+                        .with_label_values(&["ok"])
+                        .inc();
+                    (dedicated.current(), Some(dedicated))
+                }
                 Err(error) => {
+                    proxy
+                        .metrics
+                        .upstream_initializations
+                        .with_label_values(&["error"])
+                        .inc();
                     tracing::warn!(error = %error, kind = error.kind(), "per-client upstream handshake failed");
                     return unavailable(id);
                 }

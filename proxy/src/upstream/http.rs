@@ -39,14 +39,39 @@ pub struct HttpUpstream {
 }
 
 impl HttpUpstream {
-    /// Creates a client for `url`. `connect` bounds the TCP (and TLS) connect only.
+    /// Creates a client for `url`. `connect` bounds the TCP (and TLS) connect only. `headers`
+    /// are sent on every request; their values are marked sensitive, so no log or debug output
+    /// ever shows them.
     ///
     /// # Errors
-    /// [`UpstreamError::Config`] for a malformed URL or an HTTP client that cannot be built.
-    pub fn new(url: &str, connect: Duration) -> Result<Self, UpstreamError> {
+    /// [`UpstreamError::Config`] for a malformed URL, header, or an HTTP client that cannot be
+    /// built (the message names the header, never its value).
+    pub fn new(
+        url: &str,
+        connect: Duration,
+        headers: &[(String, String)],
+    ) -> Result<Self, UpstreamError> {
         let url = reqwest::Url::parse(url)
             .map_err(|e| UpstreamError::Config(format!("invalid upstream url: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(UpstreamError::Config(format!(
+                "invalid upstream url {url}: the scheme must be http or https"
+            )));
+        }
+        let mut defaults = HeaderMap::new();
+        for (name, value) in headers {
+            let header_name =
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    UpstreamError::Config(format!("invalid upstream header name {name:?}"))
+                })?;
+            let mut header_value = HeaderValue::from_str(value).map_err(|_| {
+                UpstreamError::Config(format!("invalid value for upstream header {name:?}"))
+            })?;
+            header_value.set_sensitive(true);
+            defaults.insert(header_name, header_value);
+        }
         let client = reqwest::Client::builder()
+            .default_headers(defaults)
             .connect_timeout(connect)
             .build()
             .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;

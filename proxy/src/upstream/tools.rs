@@ -20,7 +20,9 @@ pub type Tools = BTreeMap<String, Value>;
 pub struct Catalog {
     baseline: Option<Tools>,
     current: Tools,
+    read_only: BTreeSet<String>,
     drifted: BTreeSet<String>,
+    missing: Vec<String>,
     pinned: Option<String>,
 }
 
@@ -36,6 +38,11 @@ impl Catalog {
     /// Takes a new listing (`tools` array items of `tools/list` results) and recomputes drift.
     /// With [`DriftPolicy::Refresh`] the listing becomes the new baseline.
     pub fn update(&mut self, listed: &[Value], policy: DriftPolicy) {
+        self.read_only = listed
+            .iter()
+            .filter(|tool| is_read_only(tool))
+            .filter_map(|tool| tool.get("name")?.as_str().map(str::to_owned))
+            .collect();
         self.current = listed
             .iter()
             .filter_map(|tool| {
@@ -66,6 +73,28 @@ impl Catalog {
                 self.drifted.clear();
             }
         }
+    }
+
+    /// Whether the last listing annotated `tool` with `readOnlyHint: true`.
+    pub fn is_read_only(&self, tool: &str) -> bool {
+        self.read_only.contains(tool)
+    }
+
+    /// `(name, readOnlyHint)` of every tool in the last listing.
+    pub fn hints(&self) -> impl Iterator<Item = (&str, bool)> {
+        self.current
+            .keys()
+            .map(|name| (name.as_str(), self.read_only.contains(name)))
+    }
+
+    /// Records the allowed tools the last listing lacked (`tools.allow`).
+    pub fn set_missing(&mut self, missing: Vec<String>) {
+        self.missing = missing;
+    }
+
+    /// Allowed tools the last listing lacked.
+    pub fn missing(&self) -> &[String] {
+        &self.missing
     }
 
     /// Names in the last listing.
@@ -104,8 +133,15 @@ impl Catalog {
             "count": self.len(),
             "fingerprint": self.fingerprint(),
             "drifted": self.drifted().collect::<Vec<_>>(),
+            "missing": self.missing,
         })
     }
+}
+
+/// Whether a tool definition carries `annotations.readOnlyHint: true` (MCP 2025-06-18, "Tool
+/// annotations"); anything else counts as not read-only.
+pub fn is_read_only(tool: &Value) -> bool {
+    tool.pointer("/annotations/readOnlyHint") == Some(&Value::Bool(true))
 }
 
 /// `sha256:<hex>` of the canonical form of `tools`.

@@ -40,7 +40,7 @@ async fn on_post(
 ) -> Response {
     let session = session_header(&headers);
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    handle.record(Method::POST, &message, session.as_deref(), peer);
+    handle.record(Method::POST, &message, &headers, peer);
     if handle.lock().not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
     }
@@ -216,7 +216,7 @@ async fn on_get(
     headers: HeaderMap,
 ) -> Response {
     let session = session_header(&headers);
-    handle.record(Method::GET, &Value::Null, session.as_deref(), peer);
+    handle.record(Method::GET, &Value::Null, &headers, peer);
     let mut inner = handle.lock();
     if inner.not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
@@ -240,7 +240,7 @@ async fn on_delete(
     headers: HeaderMap,
 ) -> Response {
     let session = session_header(&headers);
-    handle.record(Method::DELETE, &Value::Null, session.as_deref(), peer);
+    handle.record(Method::DELETE, &Value::Null, &headers, peer);
     let mut inner = handle.lock();
     if inner.not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
@@ -256,13 +256,8 @@ async fn on_delete(
 }
 
 impl FaultHandle {
-    fn record(
-        &self,
-        http_method: Method,
-        message: &Value,
-        session: Option<&str>,
-        peer: SocketAddr,
-    ) {
+    fn record(&self, http_method: Method, message: &Value, headers: &HeaderMap, peer: SocketAddr) {
+        let session = session_header(headers);
         let mut inner = self.lock();
         if !inner.record {
             return;
@@ -271,8 +266,15 @@ impl FaultHandle {
             http_method: http_method.to_string(),
             method: message["method"].as_str().map(str::to_owned),
             id: message.get("id").cloned(),
-            session: session.map(str::to_owned),
+            session,
             message: message.clone(),
+            headers: headers
+                .iter()
+                .map(|(name, value)| {
+                    let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                    (name.as_str().to_owned(), value)
+                })
+                .collect(),
             peer,
         });
     }

@@ -1,0 +1,186 @@
+//! Tool surface policy (`tools.allow`, `tools.readOnly`) against the Node reference server, a
+//! Python `mcp` SDK server that annotates some tools read-only, and the fault upstream.
+
+use std::time::{Duration, Instant};
+
+use berth_crds::{PolicyFinding, ToolsPolicySpec};
+use berth_tests::fault::FaultUpstream;
+use berth_tests::peers;
+use berth_tests::proxy::{
+    call, config, mcp_url, open_session, post_raw, sample, scrape, start_ready,
+};
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::json;
+
+fn policy(allow: Option<&[&str]>, read_only: bool) -> ToolsPolicySpec {
+    ToolsPolicySpec {
+        allow: allow.map(|names| names.iter().map(|n| (*n).to_owned()).collect()),
+        read_only,
+    }
+}
+
+async fn listed_names(url: &str) -> Vec<String> {
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
+            .await
+            .expect("rmcp client");
+    let mut names: Vec<String> = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    names.sort();
+    client.cancel().await.expect("client closes");
+    names
+}
+
+#[tokio::test]
+async fn tools_allow_list_filters_listing_and_rejects_hidden_tools_node() {
+    let server = peers::everything().await;
+    let mut cfg = config(&server.url, "30s");
+    cfg.tools = policy(Some(&["echo", "get-sum"]), false);
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    assert_eq!(listed_names(&url).await, ["echo", "get-sum"]);
+    let session = open_session(&url).await;
+    let hidden = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(1), "get-tiny-image", json!({})),
+    )
+    .await;
+    assert_eq!(hidden.last()["id"], json!(1));
+    assert_eq!(hidden.last()["error"]["code"], json!(-32602), "{hidden:?}");
+    let allowed = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"message": "hi"})),
+    )
+    .await;
+    assert_eq!(
+        allowed.last()["result"]["content"][0]["text"],
+        json!("Echo: hi")
+    );
+    let metrics = scrape(&proxy).await;
+    let rejected = r#"berth_proxy_tool_calls_total{outcome="rejected",tool="get-tiny-image"}"#;
+    assert_eq!(sample(&metrics, rejected), 1.0, "{metrics}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_read_only_exposes_only_annotated_tools_python() {
+    let server = peers::python_server().await;
+    let mut cfg = config(&server.url, "30s");
+    cfg.tools = policy(None, true);
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    assert_eq!(
+        listed_names(&url).await,
+        ["add", "echo"],
+        "only readOnlyHint: true tools"
+    );
+    let session = open_session(&url).await;
+    let hidden = post_raw(&url, Some(&session), &call(json!(1), "fail", json!({}))).await;
+    assert_eq!(hidden.last()["error"]["code"], json!(-32602), "{hidden:?}");
+    let ok = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "add", json!({"a": 2, "b": 3})),
+    )
+    .await;
+    assert!(ok.last().get("result").is_some(), "{ok:?}");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_allow_and_read_only_must_both_hold_python() {
+    let server = peers::python_server().await;
+    let mut cfg = config(&server.url, "30s");
+    cfg.tools = policy(Some(&["echo", "slow"]), true);
+    let proxy = start_ready(&cfg).await;
+    assert_eq!(
+        listed_names(&mcp_url(&proxy)).await,
+        ["echo"],
+        "slow is allowed but not read-only"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_allowed_tool_missing_upstream_keeps_the_proxy_not_ready() {
+    let upstream = FaultUpstream::start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = policy(Some(&["echo", "nope"]), false);
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start(&cfg).await.expect("proxy starts");
+    let readyz = format!("http://{}/readyz", proxy.admin_addr);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let metrics = scrape(&proxy).await;
+        if sample(&metrics, "berth_proxy_tools_missing") == 1.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "missing tool counted: {metrics}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let response = reqwest::get(&readyz).await.expect("readyz");
+    assert_eq!(response.status().as_u16(), 503);
+    assert!(
+        response.text().await.expect("body").contains("nope"),
+        "reason names the tool"
+    );
+    upstream.add_tool(json!({"name": "nope", "inputSchema": {"type": "object"}}));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while reqwest::get(&readyz)
+        .await
+        .expect("readyz")
+        .status()
+        .as_u16()
+        != 200
+    {
+        assert!(
+            Instant::now() < deadline,
+            "ready once the upstream offers the tool"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn lint_reports_policy_and_upstream_findings() {
+    let server = peers::python_server().await;
+    let mut cfg = config(&server.url, "30s");
+    cfg.tools = policy(Some(&["echo", "fail", "gone", "echo"]), true);
+    berth_proxy::install_crypto_provider();
+    let offline = berth_proxy::lint::lint(&cfg, None)
+        .await
+        .expect("offline lint");
+    assert_eq!(offline, [PolicyFinding::Duplicate("echo".into())]);
+    let online = berth_proxy::lint::lint(&cfg, Some(&server.url))
+        .await
+        .expect("lint");
+    assert!(
+        online.contains(&PolicyFinding::Missing("gone".into())),
+        "{online:?}"
+    );
+    assert!(
+        online.contains(&PolicyFinding::NotReadOnly("fail".into())),
+        "{online:?}"
+    );
+    assert!(
+        !online
+            .iter()
+            .any(|f| matches!(f, PolicyFinding::NotReadOnly(n) if n == "echo"))
+    );
+    cfg.tools = policy(Some(&["echo"]), true);
+    assert!(
+        berth_proxy::lint::lint(&cfg, Some(&server.url))
+            .await
+            .expect("lint")
+            .is_empty()
+    );
+}

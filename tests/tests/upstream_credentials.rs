@@ -1,0 +1,122 @@
+//! Upstream credentials: a header from the proxy config (literal, or an environment variable as
+//! the operator fills it from a Secret) reaches the upstream on every request and appears in no
+//! log line, even at trace level. Its own test binary, because it installs a global tracing
+//! subscriber that captures everything.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use berth_crds::HeaderSource;
+use berth_tests::fault::FaultUpstream;
+use berth_tests::proxy::{call, config, mcp_url, open_session, post_raw};
+use serde_json::json;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("log buffer").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn capture_all_logs() -> Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || writer.clone())
+            .init();
+        captured
+    })
+    .clone()
+}
+
+const SECRET: &str = "s3cr3t-token-value-4242";
+
+#[tokio::test]
+async fn upstream_header_from_env_reaches_upstream_and_no_log_line() {
+    let logs = capture_all_logs();
+    let upstream = FaultUpstream::start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.upstream.headers = vec![
+        HeaderSource {
+            name: "Authorization".into(),
+            value: None,
+            value_env: Some("BERTH_TEST_UPSTREAM_TOKEN".into()),
+        },
+        HeaderSource {
+            name: "X-Team".into(),
+            value: Some("search".into()),
+            value_env: None,
+        },
+    ];
+    berth_proxy::install_crypto_provider();
+    let env = |var: &str| (var == "BERTH_TEST_UPSTREAM_TOKEN").then(|| format!("Bearer {SECRET}"));
+    let proxy = berth_proxy::start_with_env(&cfg, &env)
+        .await
+        .expect("proxy starts");
+    wait_ready(&proxy).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(1), "echo", json!({"message": "hi"})),
+    )
+    .await;
+    assert!(reply.last().get("result").is_some());
+    let received = upstream.received();
+    assert!(!received.is_empty());
+    for request in &received {
+        let header = |name: &str| {
+            request
+                .headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            header("authorization"),
+            Some(format!("Bearer {SECRET}")),
+            "{request:?}"
+        );
+        assert_eq!(header("x-team").as_deref(), Some("search"));
+    }
+    proxy.shutdown().await;
+    let text = String::from_utf8_lossy(&logs.0.lock().expect("log buffer")).into_owned();
+    assert!(
+        text.contains("upstream session initialized"),
+        "logs were captured"
+    );
+    assert!(
+        !text.contains(SECRET),
+        "the credential leaked into a log line"
+    );
+}
+
+async fn wait_ready(proxy: &berth_proxy::RunningProxy) {
+    let readyz = format!("http://{}/readyz", proxy.admin_addr);
+    berth_tests::wait_for(
+        "proxy readiness",
+        std::time::Duration::from_secs(30),
+        || {
+            let readyz = readyz.clone();
+            async move {
+                reqwest::get(&readyz)
+                    .await
+                    .ok()?
+                    .status()
+                    .is_success()
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+}

@@ -447,10 +447,13 @@ impl Upstream {
                     let Ok(mut catalog) = self.catalog.write() else {
                         return false;
                     };
-                    catalog.update(&tools, self.probe.on_drift);
+                    let hints = tools.iter().filter_map(|tool| {
+                        let name = tool.get("name")?.as_str()?;
+                        Some((name, tools::is_read_only(tool)))
+                    });
                     let missing: Vec<String> = self
                         .policy
-                        .check_against(catalog.hints())
+                        .check_against(hints)
                         .into_iter()
                         .filter_map(|finding| match finding {
                             PolicyFinding::Missing(name) => Some(name),
@@ -462,6 +465,16 @@ impl Upstream {
                     }
                     self.metrics.tools_missing.set(missing.len() as i64);
                     let complete = missing.is_empty();
+                    // Drift, fingerprint and metric labels cover the tools clients can see.
+                    let exposed: Vec<Value> = tools
+                        .iter()
+                        .filter(|tool| {
+                            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                            self.policy.exposes(name, tools::is_read_only(tool))
+                        })
+                        .cloned()
+                        .collect();
+                    catalog.update(&exposed, self.probe.on_drift);
                     catalog.set_missing(missing);
                     self.metrics.set_tool_names(catalog.names());
                     let drifted = catalog.drifted().map(str::to_owned).collect::<Vec<_>>();

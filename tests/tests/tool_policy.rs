@@ -65,7 +65,8 @@ async fn tools_allow_list_filters_listing_and_rejects_hidden_tools_node() {
         json!("Echo: hi")
     );
     let metrics = scrape(&proxy).await;
-    let rejected = r#"berth_proxy_tool_calls_total{outcome="rejected",tool="get-tiny-image"}"#;
+    // Labels cover the tools clients can see; a hidden tool counts as `other`.
+    let rejected = r#"berth_proxy_tool_calls_total{outcome="rejected",tool="other"}"#;
     assert_eq!(sample(&metrics, rejected), 1.0, "{metrics}");
     proxy.shutdown().await;
 }
@@ -183,4 +184,53 @@ async fn lint_reports_policy_and_upstream_findings() {
             .expect("lint")
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn tools_drift_checks_only_the_exposed_subset() {
+    let upstream = FaultUpstream::start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = policy(Some(&["echo"]), false);
+    cfg.tools_probe.policy = berth_crds::ToolsProbePolicy::OnListChanged;
+    let proxy = start_ready(&cfg).await;
+    let changed = json!({"type": "object", "properties": {"other": {"type": "number"}}});
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.open_streams() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "proxy listens on the upstream stream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let probes = upstream.count("tools/list");
+    assert!(
+        upstream.set_input_schema("bad", changed.clone()),
+        "hidden tool changes"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.count("tools/list") == probes {
+        assert!(Instant::now() < deadline, "re-listed on list_changed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_tools_drifted"),
+        0.0,
+        "a hidden tool is not drift: {metrics}"
+    );
+    assert!(upstream.set_input_schema("echo", changed));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let metrics = scrape(&proxy).await;
+        if sample(&metrics, "berth_proxy_tools_drifted") == 1.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "exposed tool drift detected: {metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    proxy.shutdown().await;
 }

@@ -80,13 +80,6 @@ impl Catalog {
         self.read_only.contains(tool)
     }
 
-    /// `(name, readOnlyHint)` of every tool in the last listing.
-    pub fn hints(&self) -> impl Iterator<Item = (&str, bool)> {
-        self.current
-            .keys()
-            .map(|name| (name.as_str(), self.read_only.contains(name)))
-    }
-
     /// Records the allowed tools the last listing lacked (`tools.allow`).
     pub fn set_missing(&mut self, missing: Vec<String>) {
         self.missing = missing;

@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
@@ -47,7 +48,33 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
-async fn handle_post(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Answer {
+async fn handle_post(
+    State(proxy): State<Arc<Proxy>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    if let Some(answer) = bad_headers(&proxy, &headers) {
+        return answer;
+    }
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            proxy
+                .metrics
+                .invalid_messages
+                .with_label_values(&["body"])
+                .inc();
+            return Answer::error(
+                rejection.status(),
+                &Value::Null,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "request body refused: {} (limit {MAX_BODY_BYTES} bytes)",
+                    rejection.body_text()
+                ),
+            );
+        }
+    };
     let value: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(_) => {
@@ -147,6 +174,55 @@ async fn client_response(
         );
     }
     Answer::Accepted
+}
+
+/// The POST must carry JSON (`Content-Type: application/json`) and accept JSON or SSE replies
+/// (MCP 2025-06-18, "Sending Messages to the Server"). Absent headers are tolerated; wrong ones get
+/// 415 or 406 with a JSON-RPC error.
+fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
+    let value = |name| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    let (status, reason, message) =
+        if value("content-type").is_some_and(|t| !t.starts_with("application/json")) {
+            (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "content_type",
+                "Content-Type must be application/json",
+            )
+        } else if value("accept").is_some_and(|accept| {
+            ![
+                "application/json",
+                "text/event-stream",
+                "*/*",
+                "application/*",
+                "text/*",
+            ]
+            .iter()
+            .any(|kind| accept.contains(kind))
+        }) {
+            (
+                StatusCode::NOT_ACCEPTABLE,
+                "accept",
+                "Accept must include application/json and text/event-stream",
+            )
+        } else {
+            return None;
+        };
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&[reason])
+        .inc();
+    Some(Answer::error(
+        status,
+        &Value::Null,
+        jsonrpc::INVALID_REQUEST,
+        message,
+    ))
 }
 
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
@@ -283,7 +359,13 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
 
 async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
     let Some(header) = session_header(&headers) else {
-        return StatusCode::BAD_REQUEST.into_response();
+        return Answer::error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            "missing Mcp-Session-Id header",
+        )
+        .into_response();
     };
     if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()

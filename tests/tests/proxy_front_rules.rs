@@ -158,3 +158,54 @@ async fn front_non_object_params_are_invalid_params_and_never_reach_upstream() {
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn front_oversized_body_and_wrong_media_types_get_json_rpc_errors() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let client = reqwest::Client::new();
+    let send = |content_type: &'static str, accept: &'static str, body: Vec<u8>| {
+        client
+            .post(&url)
+            .header("content-type", content_type)
+            .header("accept", accept)
+            .header("mcp-session-id", &session)
+            .body(body)
+            .send()
+    };
+    let ping = json!({"jsonrpc":"2.0","id":1,"method":"ping"})
+        .to_string()
+        .into_bytes();
+    let huge = vec![b' '; berth_proxy::front::MAX_BODY_BYTES + 1];
+    for (content_type, accept, body, status) in [
+        (
+            "application/json",
+            "application/json, text/event-stream",
+            huge,
+            413,
+        ),
+        (
+            "text/plain",
+            "application/json, text/event-stream",
+            ping.clone(),
+            415,
+        ),
+        ("application/json", "text/html", ping.clone(), 406),
+    ] {
+        let response = send(content_type, accept, body).await.expect("post");
+        assert_eq!(response.status().as_u16(), status);
+        let error: serde_json::Value = response.json().await.expect("a JSON-RPC error body");
+        assert_eq!(error["error"]["code"], json!(-32600), "{error}");
+    }
+    let ok = send(
+        "application/json",
+        "application/json, text/event-stream",
+        ping,
+    )
+    .await
+    .expect("post");
+    assert_eq!(ok.status().as_u16(), 200, "the session still works");
+    proxy.shutdown().await;
+}

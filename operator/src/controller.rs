@@ -147,6 +147,7 @@ async fn serve_admin(
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| RunError::BindAdmin { addr, source })?;
+    let addr = listener.local_addr().unwrap_or(addr);
     info!(%addr, "serving /metrics and /healthz");
     Ok(tokio::spawn(async move {
         axum::serve(listener, admin::router(metrics))

@@ -15,9 +15,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::Message;
 use crate::server::Proxy;
-use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::server_request;
+use crate::sessions::DownstreamSession;
 
 /// Runs until `shutdown` fires or the upstream's message channel closes.
 pub async fn run(
@@ -84,41 +85,26 @@ fn deliver(proxy: &Proxy, session: &DownstreamSession, message: Value) {
     }
 }
 
-fn server_request(proxy: &Proxy, mut message: Value, upstream_id: Value, method: &str) {
+fn server_request(proxy: &Proxy, message: Value, upstream_id: Value, method: &str) {
     let Some(upstream) = proxy.upstream.current() else {
         return;
     };
-    let sessions = proxy.sessions.all();
-    if let [only] = sessions.as_slice()
-        && only.accepts_server_request(method)
-    {
-        let id = only.relay_server_request(ServerRequest {
-            upstream: Arc::clone(&upstream),
-            upstream_id: upstream_id.clone(),
-        });
-        message["id"] = json!(id);
-        if only.push_standalone(message) {
-            proxy
-                .metrics
-                .server_requests
-                .with_label_values(&["relayed"])
-                .inc();
-            return;
+    let metrics = &proxy.metrics;
+    match proxy.sessions.all().as_slice() {
+        [only] => {
+            if let Some(message) =
+                server_request::register(only, &upstream, message, upstream_id, method, metrics)
+            {
+                server_request::push_standalone(only, &upstream, message, metrics);
+            }
         }
-        only.take_server_request(&json!(id));
+        _ => server_request::refuse(
+            &upstream,
+            upstream_id,
+            metrics,
+            "no single client of the berth proxy can answer this request",
+        ),
     }
-    proxy
-        .metrics
-        .server_requests
-        .with_label_values(&["refused"])
-        .inc();
-    let reply = jsonrpc::error_response(
-        &upstream_id,
-        jsonrpc::METHOD_NOT_FOUND,
-        "no single client of the berth proxy can answer this request",
-        None,
-    );
-    crate::forward::send_in_background(upstream, reply);
 }
 
 fn resubscribe(proxy: &Proxy, session: &Arc<crate::upstream::UpstreamSession>) {

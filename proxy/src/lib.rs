@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod outcome;
 pub mod per_client;
 pub mod server;
+pub mod server_request;
 pub mod sessions;
 pub mod subscriptions;
 pub mod upstream;

@@ -9,13 +9,14 @@
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::Message;
 use crate::metrics::Metrics;
-use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::server_request;
+use crate::sessions::DownstreamSession;
 use crate::upstream::listen::{self, Ended};
 use crate::upstream::{HttpUpstream, UpstreamError, UpstreamSession};
 
@@ -155,52 +156,22 @@ async fn deliver(
     mut messages: mpsc::Receiver<Value>,
     metrics: Arc<Metrics>,
 ) {
-    while let Some(mut message) = messages.recv().await {
+    while let Some(message) = messages.recv().await {
         let Some(client) = client.upgrade() else {
             return;
         };
-        let delivered = match Message::classify(message.clone()) {
-            Ok(Message::Request { id, method, .. }) if client.accepts_server_request(&method) => {
-                let relayed = client.relay_server_request(ServerRequest {
-                    upstream: Arc::clone(&upstream),
-                    upstream_id: id.clone(),
-                });
-                message["id"] = json!(relayed);
-                let pushed = client.push_standalone(message);
-                if !pushed {
-                    client.take_server_request(&json!(relayed));
-                    refuse(&upstream, id, &metrics);
-                } else {
-                    metrics
-                        .server_requests
-                        .with_label_values(&["relayed"])
-                        .inc();
+        match Message::classify(message.clone()) {
+            Ok(Message::Request { id, method, .. }) => {
+                if let Some(message) =
+                    server_request::register(&client, &upstream, message, id, &method, &metrics)
+                {
+                    server_request::push_standalone(&client, &upstream, message, &metrics);
                 }
-                true
             }
-            Ok(Message::Request { id, .. }) => {
-                refuse(&upstream, id, &metrics);
-                true
+            Ok(Message::Notification { .. }) if !client.push_standalone(message) => {
+                metrics.server_messages_dropped.inc();
             }
-            Ok(Message::Notification { .. }) => client.push_standalone(message),
-            _ => true,
-        };
-        if !delivered {
-            metrics.server_messages_dropped.inc();
+            _ => {}
         }
     }
-}
-
-fn refuse(upstream: &Arc<UpstreamSession>, id: Value, metrics: &Metrics) {
-    metrics
-        .server_requests
-        .with_label_values(&["refused"])
-        .inc();
-    let reply = jsonrpc::error_response(
-        &id,
-        jsonrpc::METHOD_NOT_FOUND,
-        "the client cannot answer this request",
-        None,
-    );
-    crate::forward::send_in_background(Arc::clone(upstream), reply);
 }

@@ -2,19 +2,17 @@
 //! call, server-to-client requests (sampling, elicitation, roots) routed to the client that made
 //! the call, and the final response with the client's id.
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Call, send_in_background, timeout_answer, upstream_failure};
+use super::{Call, timeout_answer, upstream_failure};
 use crate::answer::Answer;
-use crate::jsonrpc::{self, Message};
+use crate::jsonrpc::Message;
 use crate::outcome::Outcome;
-use crate::sessions::ServerRequest;
+use crate::server_request;
 use crate::upstream::UpstreamError;
 
 /// Relays until the final response, the deadline, the client's cancellation, or the client
@@ -76,39 +74,17 @@ async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<Value
 }
 
 /// A server-to-client request that arrived on this call's stream goes to the client that made
-/// the call, under an id unique on its session; its answer is relayed back under the upstream's
-/// id (front, `Message::Response`). If the client did not declare the capability, the upstream
-/// gets -32601 at once instead of waiting until its own timeout (field case BR-27).
-fn server_request(
-    call: &Call,
-    mut message: Value,
-    upstream_id: Value,
-    method: &str,
-) -> Option<Value> {
-    if !call.session.accepts_server_request(method) {
-        call.proxy
-            .metrics
-            .server_requests
-            .with_label_values(&["refused"])
-            .inc();
-        let reply = jsonrpc::error_response(
-            &upstream_id,
-            jsonrpc::METHOD_NOT_FOUND,
-            "the client did not declare this capability",
-            None,
-        );
-        send_in_background(Arc::clone(&call.upstream), reply);
-        return None;
-    }
-    call.proxy
-        .metrics
-        .server_requests
-        .with_label_values(&["relayed"])
-        .inc();
-    let id = call.session.relay_server_request(ServerRequest {
-        upstream: Arc::clone(&call.upstream),
+/// the call; its answer is relayed back under the upstream's id (front, `Message::Response`).
+fn server_request(call: &Call, message: Value, upstream_id: Value, method: &str) -> Option<Value> {
+    let metrics = &call.proxy.metrics;
+    let message = server_request::register(
+        &call.session,
+        &call.upstream,
+        message,
         upstream_id,
-    });
-    message["id"] = json!(id);
+        method,
+        metrics,
+    )?;
+    server_request::delivered(metrics);
     Some(message)
 }

@@ -1,5 +1,5 @@
 //! The committed CRD YAML (`crds/berth.dev_mcpupstreams.yaml` and the Helm chart's copy under
-//! `charts/berth/crds/`) must equal what the Rust types generate, so the API a cluster installs is
+//! `charts/berth/files/crds/`) must equal what the Rust types generate, so the API a cluster installs is
 //! the API the operator and proxy were built against.
 //!
 //! Regenerate both with `BERTH_UPDATE_CRDS=1 cargo test --workspace --test generated` (or
@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// The committed copies of the CRD, relative to the workspace root.
 const COPIES: [&str; 2] = [
     "crds/berth.dev_mcpupstreams.yaml",
-    "charts/berth/crds/berth.dev_mcpupstreams.yaml",
+    "charts/berth/files/crds/berth.dev_mcpupstreams.yaml",
 ];
 
 fn workspace_root() -> PathBuf {

@@ -21,12 +21,17 @@ export BERTH_PYTHON
 
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
-trap 'tests/controlplane/down.sh "$state" || true; rm -rf "$state"' EXIT
+log="$state/cargo-test.log"
+trap 'tests/controlplane/down.sh "$state" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
 BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$state"
 export KUBECONFIG="$state/kubeconfig"
 
 step "tests"
-cargo test --workspace
+cargo test --workspace 2>&1 | tee "$log"
 
 step "chart and alerts (helm, promtool; a control plane of their own)"
 tests/chart/test.sh
+
+# One closing line over every cargo test binary (each prints its own `test result:` line).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -1,15 +1,32 @@
-//! Step 3 of a reconcile: make the cluster hold the built objects, exactly.
+//! Step 3 of a reconcile: make the cluster hold the built objects, exactly, and write nothing
+//! when it already does.
 //!
 //! Server-side apply with field manager [`FIELD_MANAGER`] and `force`: the operator owns every
 //! field it sets, so a hand edit of one of them (by another manager) is taken back on the next
 //! reconcile, and a deleted object is recreated. Fields the operator does not set are left to
-//! whoever owns them. Not responsible for: deleting children (the garbage collector does that
-//! through the owner references).
+//! whoever owns them.
+//!
+//! Steady state costs no write: [`Applied`] remembers, per child, a hash of the object last
+//! applied and a fingerprint of the child as the API server returned it. Each reconcile reads
+//! the child (a GET, never a write) and applies only when the desired object or the fingerprint
+//! changed, or the child is gone. The fingerprint is the `resourceVersion` for kinds without
+//! `metadata.generation` (ConfigMap, Service), and for kinds with one (Deployment) the
+//! generation plus the values of the labels and annotations the operator sets and the owner
+//! references, so status updates by other controllers do not trigger applies. After an
+//! operator restart every child is applied once.
+//!
+//! Not responsible for: deleting children (the garbage collector does that through the owner
+//! references).
 
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
+use std::hash::{Hash, Hasher};
+use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
@@ -17,23 +34,71 @@ use serde::de::DeserializeOwned;
 
 use crate::FIELD_MANAGER;
 use crate::build::Children;
+use crate::metrics::Metrics;
 use crate::reconcile::Error;
+
+/// What the operator last applied to each child, so an unchanged child is not applied again.
+///
+/// Entries of deleted McpUpstreams stay until the operator restarts (a few dozen bytes each).
+#[derive(Debug, Default)]
+pub struct Applied {
+    records: Mutex<HashMap<ChildKey, Record>>,
+}
+
+/// Kind, namespace and name of a child.
+type ChildKey = (&'static str, String, String);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Record {
+    /// Hash of the serialized object last applied.
+    desired: u64,
+    /// [`fingerprint`] of the child as the API server returned it after that apply.
+    observed: u64,
+}
+
+impl Applied {
+    fn is_current(&self, key: &ChildKey, record: Record) -> bool {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(key)
+            == Some(&record)
+    }
+
+    fn remember(&self, key: ChildKey, record: Record) {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(key, record);
+    }
+}
 
 /// Applies the ConfigMap, then the Service, then the Deployment (so the config the pods mount
 /// exists before they do), and returns the Deployment as the API server now holds it, status
-/// included.
+/// included. A child that already matches what was last applied is read, not written; every
+/// write is counted in `metrics`.
 ///
 /// # Errors
-/// [`Error::Apply`] naming the first object the API server refused.
-pub async fn apply(client: &Client, children: &Children) -> Result<Deployment, Error> {
-    apply_one(client, &children.config_map).await?;
-    apply_one(client, &children.service).await?;
-    apply_one(client, &children.deployment).await
+/// [`Error::Apply`] naming the first object the API server refused (read or write).
+pub async fn apply(
+    client: &Client,
+    applied: &Applied,
+    metrics: &Metrics,
+    children: &Children,
+) -> Result<Deployment, Error> {
+    apply_one(client, applied, metrics, &children.config_map).await?;
+    apply_one(client, applied, metrics, &children.service).await?;
+    apply_one(client, applied, metrics, &children.deployment).await
 }
 
 /// Server-side applies one namespaced object (its serialization carries `apiVersion` and
-/// `kind`, as apply requires).
-async fn apply_one<K>(client: &Client, object: &K) -> Result<K, Error>
+/// `kind`, as apply requires) unless the cluster already holds what was last applied.
+async fn apply_one<K>(
+    client: &Client,
+    applied: &Applied,
+    metrics: &Metrics,
+    object: &K,
+) -> Result<K, Error>
 where
     K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
         + k8s_openapi::Resource
@@ -42,20 +107,142 @@ where
         + Serialize
         + DeserializeOwned,
 {
+    let kind = <K as k8s_openapi::Resource>::KIND;
     let name = object.name_any();
-    let api: Api<K> = match object.namespace() {
-        Some(namespace) => Api::namespaced(client.clone(), &namespace),
+    let namespace = object.namespace();
+    let api: Api<K> = match &namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::default_namespaced(client.clone()),
     };
-    api.patch(
-        &name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .map_err(|source| Error::Apply {
-        kind: <K as k8s_openapi::Resource>::KIND,
-        name,
+    let failed = |source| Error::Apply {
+        kind,
+        name: name.clone(),
         source,
-    })
+    };
+    let key: ChildKey = (kind, namespace.unwrap_or_default(), name.clone());
+    let desired = hash_of(object);
+    if let Some(current) = api.get_opt(&name).await.map_err(failed)? {
+        let record = Record {
+            desired,
+            observed: fingerprint(current.meta(), object.meta()),
+        };
+        if applied.is_current(&key, record) {
+            return Ok(current);
+        }
+    }
+    metrics.count_write(kind);
+    let result = api
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(object),
+        )
+        .await
+        .map_err(failed)?;
+    let record = Record {
+        desired,
+        observed: fingerprint(result.meta(), object.meta()),
+    };
+    applied.remember(key, record);
+    Ok(result)
+}
+
+/// Hash of `object`'s serialization (stable within one process, which is all it is used for).
+fn hash_of(object: &impl Serialize) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    // Serializing built objects cannot fail (string keys only); a failure hashes as empty,
+    // which at worst applies once more.
+    serde_json::to_vec(object)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// What must stay the same in `live` for the last apply of `desired` to still hold: the
+/// `resourceVersion` when the kind has no generation; otherwise the generation, the values of
+/// the labels and annotations `desired` sets, and the owner references.
+fn fingerprint(live: &ObjectMeta, desired: &ObjectMeta) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    match live.generation {
+        None => live.resource_version.hash(&mut hasher),
+        Some(generation) => {
+            generation.hash(&mut hasher);
+            owned_values(live.labels.as_ref(), desired.labels.as_ref()).hash(&mut hasher);
+            owned_values(live.annotations.as_ref(), desired.annotations.as_ref()).hash(&mut hasher);
+            hash_of(&live.owner_references).hash(&mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// The values `live` holds for each key `desired` sets (absent keys as `None`).
+fn owned_values<'a>(
+    live: Option<&'a BTreeMap<String, String>>,
+    desired: Option<&'a BTreeMap<String, String>>,
+) -> Vec<(&'a str, Option<&'a str>)> {
+    desired
+        .into_iter()
+        .flat_map(BTreeMap::keys)
+        .map(|key| {
+            let value = live.and_then(|l| l.get(key)).map(String::as_str);
+            (key.as_str(), value)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(generation: Option<i64>, version: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            generation,
+            resource_version: Some(version.to_owned()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn fingerprint_with_generation_ignores_status_writes_and_foreign_labels() {
+        let desired = meta(None, "", &[("app", "a")]);
+        let before = fingerprint(&meta(Some(1), "10", &[("app", "a")]), &desired);
+        let status_update = fingerprint(&meta(Some(1), "11", &[("app", "a")]), &desired);
+        let foreign_label = fingerprint(
+            &meta(Some(1), "12", &[("app", "a"), ("team", "x")]),
+            &desired,
+        );
+        assert_eq!(before, status_update);
+        assert_eq!(before, foreign_label);
+    }
+
+    #[test]
+    fn fingerprint_with_generation_changes_on_spec_or_owned_label_edit() {
+        let desired = meta(None, "", &[("app", "a")]);
+        let before = fingerprint(&meta(Some(1), "10", &[("app", "a")]), &desired);
+        let spec_edit = fingerprint(&meta(Some(2), "11", &[("app", "a")]), &desired);
+        let label_edit = fingerprint(&meta(Some(1), "12", &[("app", "b")]), &desired);
+        let label_removed = fingerprint(&meta(Some(1), "13", &[]), &desired);
+        assert_ne!(before, spec_edit);
+        assert_ne!(before, label_edit);
+        assert_ne!(before, label_removed);
+    }
+
+    #[test]
+    fn fingerprint_without_generation_follows_resource_version() {
+        let desired = meta(None, "", &[]);
+        assert_eq!(
+            fingerprint(&meta(None, "10", &[]), &desired),
+            fingerprint(&meta(None, "10", &[]), &desired)
+        );
+        assert_ne!(
+            fingerprint(&meta(None, "10", &[]), &desired),
+            fingerprint(&meta(None, "11", &[]), &desired)
+        );
+    }
 }

@@ -1,12 +1,16 @@
 //! The long-running operator: watches McpUpstreams and the objects they own, runs
 //! [`reconcile`] for each change, and serves the admin endpoints.
 //!
-//! Not responsible for: what a reconcile does ([`crate::reconcile`]), installing the CRD, or
-//! leader election.
+//! With [`Settings::leader_election`] only the holder of a `coordination.k8s.io/v1` Lease runs
+//! the controller (`kube-lease-manager`); a replica that loses the lease stops reconciling and
+//! [`run`] returns [`RunError::LostLease`], so the process exits and the pod restarts.
+//!
+//! Not responsible for: what a reconcile does ([`crate::reconcile`]) or installing the CRD.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use berth_crds::McpUpstream;
 use futures::StreamExt;
@@ -20,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::metrics::Metrics;
-use crate::reconcile::{Context, error_policy, reconcile};
+use crate::reconcile::{Context, RESYNC_INTERVAL, error_policy, reconcile};
 use crate::{DEFAULT_PROXY_IMAGE, admin, labels};
 
 /// How the operator runs.
@@ -35,6 +39,13 @@ pub struct Settings {
     pub cluster_domain: String,
     /// Most reconciles running at once (never two for the same object). Default 4.
     pub concurrency: u16,
+    /// Re-reconcile interval of a healthy McpUpstream without changes. Default
+    /// [`RESYNC_INTERVAL`] (5 min).
+    pub resync_interval: Duration,
+    /// Only McpUpstreams (and children) in this namespace; `None` (the default) watches all.
+    pub namespace: Option<String>,
+    /// Run the controller only while holding a Lease; `None` (the default) always runs it.
+    pub leader_election: Option<LeaderElection>,
 }
 
 impl Default for Settings {
@@ -44,6 +55,41 @@ impl Default for Settings {
             metrics_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8081))),
             cluster_domain: "cluster.local".to_owned(),
             concurrency: 4,
+            resync_interval: RESYNC_INTERVAL,
+            namespace: None,
+            leader_election: None,
+        }
+    }
+}
+
+/// Which Lease decides the leader, and who this replica is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Namespace of the Lease (the operator's own, from the downward API in a pod).
+    pub namespace: String,
+    /// Name of the Lease. Default [`DEFAULT_LEASE_NAME`].
+    pub lease_name: String,
+    /// This replica's `holderIdentity`, unique among replicas (the pod name in a pod).
+    pub identity: String,
+    /// How long a lease lasts without renewal: the longest a dead leader blocks takeover.
+    /// Default 15; must exceed `renew_grace_seconds`.
+    pub lease_duration_seconds: u64,
+    /// How long before expiry the holder renews. Default 5; at least 1.
+    pub renew_grace_seconds: u64,
+}
+
+/// Name of the Lease when none is configured.
+pub const DEFAULT_LEASE_NAME: &str = "berth-operator";
+
+impl LeaderElection {
+    /// Lease `berth-operator` in `namespace` held as `identity`, 15 s, renewed 5 s before expiry.
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            lease_name: DEFAULT_LEASE_NAME.to_owned(),
+            identity: identity.into(),
+            lease_duration_seconds: 15,
+            renew_grace_seconds: 5,
         }
     }
 }
@@ -66,6 +112,36 @@ pub enum RunError {
     /// The admin server stopped with an error.
     #[error("admin server failed")]
     ServeAdmin(#[source] std::io::Error),
+    /// The leader-election settings are unusable (the grace must be shorter than the duration).
+    #[error(
+        "lease duration {duration}s must exceed the renew grace {grace}s, which must be at least 1s"
+    )]
+    InvalidLease {
+        /// [`LeaderElection::lease_duration_seconds`].
+        duration: u64,
+        /// [`LeaderElection::renew_grace_seconds`].
+        grace: u64,
+    },
+    /// The Lease could not be read or created.
+    #[error("failed to set up lease {namespace}/{name}")]
+    SetUpLease {
+        /// Namespace of the Lease.
+        namespace: String,
+        /// Name of the Lease.
+        name: String,
+        /// The lease manager's error.
+        #[source]
+        source: kube_lease_manager::LeaseManagerError,
+    },
+    /// Another replica took the lease (or it could not be renewed): this one stopped
+    /// reconciling and must exit.
+    #[error("lost lease {namespace}/{name}")]
+    LostLease {
+        /// Namespace of the Lease.
+        namespace: String,
+        /// Name of the Lease.
+        name: String,
+    },
 }
 
 impl RunError {
@@ -75,27 +151,51 @@ impl RunError {
             Self::RegisterMetrics(_) => "register_metrics",
             Self::BindAdmin { .. } => "bind_admin",
             Self::ServeAdmin(_) => "serve_admin",
+            Self::InvalidLease { .. } => "invalid_lease",
+            Self::SetUpLease { .. } => "set_up_lease",
+            Self::LostLease { .. } => "lost_lease",
         }
     }
 }
 
 /// Runs the operator until `shutdown` completes: reconciles every McpUpstream in the cluster
-/// and re-reconciles when one of its Deployments, Services or ConfigMaps changes or disappears.
-///
-/// On `shutdown` no new reconcile starts, running ones finish, and the admin server stops.
+/// (or in [`Settings::namespace`]) and re-reconciles when one of its Deployments, Services or
+/// ConfigMaps changes or disappears. Same as [`run_with_metrics`] with fresh metrics.
 ///
 /// # Errors
-/// [`RunError`] when metrics cannot be registered or the admin address cannot be bound (before
-/// anything is watched), or when the admin server fails.
+/// See [`run_with_metrics`].
 ///
 /// # Cancellation
-/// Dropping the future stops the controller abruptly; prefer completing `shutdown`.
+/// See [`run_with_metrics`].
 pub async fn run(
     client: Client,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let metrics = Arc::new(Metrics::new().map_err(RunError::RegisterMetrics)?);
+    run_with_metrics(client, settings, metrics, shutdown).await
+}
+
+/// [`run`], recording into `metrics` (which the caller can read, e.g. in tests).
+///
+/// The admin server runs from the start. With [`Settings::leader_election`] the controller
+/// starts only once this replica holds the Lease; on `shutdown` the Lease is released.
+///
+/// On `shutdown` no new reconcile starts, running ones finish, and the admin server stops.
+///
+/// # Errors
+/// [`RunError`] when metrics cannot be registered, the admin address cannot be bound or the
+/// Lease cannot be set up (before anything is watched), when the admin server fails, or
+/// [`RunError::LostLease`] after this replica lost the Lease and stopped reconciling.
+///
+/// # Cancellation
+/// Dropping the future stops the controller abruptly; prefer completing `shutdown`.
+pub async fn run_with_metrics(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
     let stop = CancellationToken::new();
     let admin = match settings.metrics_listen {
         Some(addr) => Some(serve_admin(addr, metrics.clone(), stop.clone()).await?),
@@ -107,32 +207,152 @@ pub async fn run(
         trigger.cancel();
     });
 
-    let concurrency = settings.concurrency;
-    let context = Arc::new(Context::new(client.clone(), settings, metrics));
-    // Children are watched through the label every one of them carries, so the operator does not
-    // cache every ConfigMap in the cluster.
-    let owned = watcher::Config::default().labels(&labels::managed_selector());
-    info!(concurrency, "starting controller");
-    Controller::new(
-        Api::<McpUpstream>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .owns(Api::<Deployment>::all(client.clone()), owned.clone())
-    .owns(Api::<Service>::all(client.clone()), owned.clone())
-    .owns(Api::<ConfigMap>::all(client), owned)
-    .with_config(controller::Config::default().concurrency(concurrency))
-    .graceful_shutdown_on(stop.clone().cancelled_owned())
-    .run(reconcile, error_policy, context)
-    .for_each(|result| async move { log_result(result) })
-    .await;
-    info!("controller stopped");
+    let outcome = match settings.leader_election.clone() {
+        None => {
+            run_controller(client, settings, metrics, stop.clone()).await;
+            Ok(())
+        }
+        Some(election) => run_as_leader(client, settings, metrics, &election, &stop).await,
+    };
     stop.cancel();
-    match admin {
+    let served = match admin {
         Some(handle) => handle.await.unwrap_or_else(|err| {
             warn!(error = %err, "admin server task failed");
             Ok(())
         }),
         None => Ok(()),
+    };
+    outcome.and(served)
+}
+
+/// Waits for the Lease, runs the controller while holding it, and releases it on `stop`.
+async fn run_as_leader(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    election: &LeaderElection,
+    stop: &CancellationToken,
+) -> Result<(), RunError> {
+    let (duration, grace) = (
+        election.lease_duration_seconds,
+        election.renew_grace_seconds,
+    );
+    if grace == 0 || grace >= duration {
+        return Err(RunError::InvalidLease { duration, grace });
+    }
+    let lost_lease = || RunError::LostLease {
+        namespace: election.namespace.clone(),
+        name: election.lease_name.clone(),
+    };
+    let manager = tokio::select! {
+        () = stop.cancelled() => return Ok(()),
+        built = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+            .with_namespace(&election.namespace)
+            .with_identity(&election.identity)
+            .with_duration(duration)
+            .with_grace(grace)
+            .build() => built.map_err(|source| RunError::SetUpLease {
+                namespace: election.namespace.clone(),
+                name: election.lease_name.clone(),
+                source,
+            })?,
+    };
+    let (mut leading, lease_task) = manager.watch().await;
+    info!(lease = %election.lease_name, identity = %election.identity, "waiting for the lease");
+    let acquired = tokio::select! {
+        () = stop.cancelled() => Ok(false),
+        // An error: the lease manager stopped (it logged why) before this replica led.
+        result = leading.wait_for(|leader| *leader) => {
+            result.map(|_| true).map_err(|_| lost_lease())
+        }
+    };
+    let (mut outcome, acquired) = match acquired {
+        Ok(acquired) => (Ok(()), acquired),
+        Err(err) => (Err(err), false),
+    };
+    if acquired {
+        info!(identity = %election.identity, "acquired the lease");
+        // Stops the controller when the lease is lost (or its manager gave up) or on `stop`.
+        let controller_stop = stop.child_token();
+        let watch_stop = controller_stop.clone();
+        let mut watch = leading.clone();
+        let lost = tokio::spawn(async move {
+            let lost = tokio::select! {
+                () = watch_stop.cancelled() => false,
+                _ = watch.wait_for(|leader| !*leader) => true,
+            };
+            watch_stop.cancel();
+            lost
+        });
+        run_controller(client, settings, metrics.clone(), controller_stop.clone()).await;
+        controller_stop.cancel();
+        if lost.await.unwrap_or(true) {
+            warn!(identity = %election.identity, "lost the lease, stopping");
+            outcome = Err(lost_lease());
+        }
+    }
+    metrics.leader.set(0);
+    // Dropping every receiver makes the lease manager release the lease and finish.
+    drop(leading);
+    let release = Duration::from_secs(duration);
+    match tokio::time::timeout(release, lease_task).await {
+        Ok(Ok(Ok(_))) => debug!("lease released"),
+        Ok(Ok(Err(err))) => warn!(error = %err, "failed to release the lease"),
+        Ok(Err(err)) => warn!(error = %err, "lease task failed"),
+        Err(_) => warn!("lease not released in time"),
+    }
+    outcome
+}
+
+/// Runs the controller until `stop` is cancelled.
+async fn run_controller(
+    client: Client,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    stop: CancellationToken,
+) {
+    let concurrency = settings.concurrency;
+    let namespace = settings.namespace.clone();
+    let context = Arc::new(Context::new(client.clone(), settings, metrics.clone()));
+    // Children are watched through the label every one of them carries, so the operator does not
+    // cache every ConfigMap in the cluster.
+    let owned = watcher::Config::default().labels(&labels::managed_selector());
+    info!(
+        concurrency,
+        namespace = namespace.as_deref().unwrap_or("*"),
+        "starting controller"
+    );
+    metrics.leader.set(1);
+    Controller::new(
+        scoped::<McpUpstream>(&client, namespace.as_deref()),
+        watcher::Config::default(),
+    )
+    .owns(
+        scoped::<Deployment>(&client, namespace.as_deref()),
+        owned.clone(),
+    )
+    .owns(
+        scoped::<Service>(&client, namespace.as_deref()),
+        owned.clone(),
+    )
+    .owns(scoped::<ConfigMap>(&client, namespace.as_deref()), owned)
+    .with_config(controller::Config::default().concurrency(concurrency))
+    .graceful_shutdown_on(stop.cancelled_owned())
+    .run(reconcile, error_policy, context)
+    .for_each(|result| async move { log_result(result) })
+    .await;
+    metrics.leader.set(0);
+    info!("controller stopped");
+}
+
+/// An API for `K` in `namespace`, or in all namespaces.
+fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(namespace) => Api::namespaced(client.clone(), namespace),
+        None => Api::all(client.clone()),
     }
 }
 

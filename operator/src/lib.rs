@@ -2,10 +2,11 @@
 //!
 //! Responsible for: turning an `McpUpstream` into a ConfigMap (the rendered proxy config), a
 //! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar) and
-//! a Service, keeping them as declared (server-side apply, hand edits reverted), and reporting
-//! `status` (`observedGeneration`, `endpoint`, the `Ready` condition) plus Prometheus metrics.
-//! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does),
-//! or leader election (one replica for now).
+//! a Service, keeping them as declared (server-side apply, hand edits reverted, no write at
+//! steady state), and reporting `status` (`observedGeneration`, `endpoint`, the `Ready`
+//! condition) plus Prometheus metrics; with leader election, reconciling only while holding a
+//! Lease ([`controller`]).
+//! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does).
 //!
 //! Each reconcile is a pipeline of named steps, one module each:
 //! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`status`]; [`reconcile`] strings them
@@ -21,7 +22,7 @@ pub mod reconcile;
 pub mod status;
 pub mod validate;
 
-pub use controller::{RunError, Settings, run};
+pub use controller::{LeaderElection, RunError, Settings, run, run_with_metrics};
 
 /// Field manager of every server-side apply the operator makes, spec and status alike.
 pub const FIELD_MANAGER: &str = "berth-operator";

@@ -31,6 +31,29 @@ enum Command {
         /// Most reconciles running at once.
         #[arg(long, default_value_t = 4)]
         concurrency: u16,
+        /// Only watch McpUpstreams in this namespace (default: all namespaces).
+        #[arg(long, env = "BERTH_WATCH_NAMESPACE")]
+        namespace: Option<String>,
+        /// Run the controller only while holding a coordination.k8s.io/v1 Lease; exit non-zero
+        /// when it is lost.
+        #[arg(long, env = "BERTH_LEADER_ELECT")]
+        leader_elect: bool,
+        /// Namespace of the Lease (in a pod: the pod's namespace via the downward API).
+        #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+        lease_namespace: String,
+        /// Name of the Lease.
+        #[arg(long, default_value = berth_operator::controller::DEFAULT_LEASE_NAME)]
+        lease_name: String,
+        /// This replica's lease identity (in a pod: the pod name via the downward API; default
+        /// the host name).
+        #[arg(long, env = "POD_NAME")]
+        lease_identity: Option<String>,
+        /// Seconds a lease lasts without renewal.
+        #[arg(long, default_value_t = 15)]
+        lease_duration_seconds: u64,
+        /// Seconds before expiry the holder renews the lease.
+        #[arg(long, default_value_t = 5)]
+        lease_renew_grace_seconds: u64,
     },
 }
 
@@ -50,6 +73,13 @@ async fn main() -> anyhow::Result<()> {
             proxy_image,
             cluster_domain,
             concurrency,
+            namespace,
+            leader_elect,
+            lease_namespace,
+            lease_name,
+            lease_identity,
+            lease_duration_seconds,
+            lease_renew_grace_seconds,
         } => {
             tracing_subscriber::fmt()
                 .with_env_filter(
@@ -66,12 +96,35 @@ async fn main() -> anyhow::Result<()> {
                 metrics_listen: Some(metrics_listen),
                 cluster_domain,
                 concurrency,
+                namespace,
+                leader_election: leader_elect.then(|| berth_operator::LeaderElection {
+                    namespace: lease_namespace,
+                    lease_name,
+                    identity: lease_identity.unwrap_or_else(host_name),
+                    lease_duration_seconds,
+                    renew_grace_seconds: lease_renew_grace_seconds,
+                }),
+                ..berth_operator::Settings::default()
             };
             berth_operator::run(client, settings, shutdown_signal())
                 .await
                 .context("operator failed")
         }
     }
+}
+
+/// The host name (a pod's name in Kubernetes), or `berth-operator-<pid>` when unknown.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|name| !name.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|name| name.trim().to_owned())
+                .filter(|name| !name.is_empty())
+        })
+        .unwrap_or_else(|| format!("berth-operator-{}", std::process::id()))
 }
 
 /// Completes on SIGINT or SIGTERM (the kubelet stops pods with SIGTERM).

@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 /// `result` label value: the children were applied and the status written.
@@ -16,6 +17,19 @@ pub const RESULT_OK: &str = "ok";
 pub const RESULT_INVALID_SPEC: &str = "invalid_spec";
 /// `result` label value: a transient failure; the object is retried with backoff.
 pub const RESULT_ERROR: &str = "error";
+
+/// `kind` label value of a status write (server-side apply of the `status` subresource).
+pub const WRITE_MCP_UPSTREAM_STATUS: &str = "McpUpstreamStatus";
+/// `kind` label value of an Event publication.
+pub const WRITE_EVENT: &str = "Event";
+/// Every `kind` label value of `berth_operator_api_writes_total`.
+pub const WRITE_KINDS: [&str; 5] = [
+    "Deployment",
+    "Service",
+    "ConfigMap",
+    WRITE_MCP_UPSTREAM_STATUS,
+    WRITE_EVENT,
+];
 
 /// Handles to every operator metric.
 #[derive(Clone)]
@@ -27,6 +41,12 @@ pub struct Metrics {
     pub reconcile_errors: IntCounterVec,
     /// `berth_operator_reconcile_duration_seconds`: wall time of one reconcile.
     pub reconcile_duration: Histogram,
+    /// `berth_operator_api_writes_total{kind}`: write requests sent to the API server by kind
+    /// (one of [`WRITE_KINDS`]).
+    pub api_writes: IntCounterVec,
+    /// `berth_operator_leader`: 1 while this replica runs the controller (always 1 without
+    /// leader election, once started).
+    pub leader: IntGauge,
 }
 
 impl Metrics {
@@ -60,6 +80,17 @@ impl Metrics {
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
             ]),
         )?;
+        let api_writes = IntCounterVec::new(
+            Opts::new(
+                "berth_operator_api_writes_total",
+                "write requests the operator sent to the API server, by kind of object written",
+            ),
+            &["kind"],
+        )?;
+        let leader = IntGauge::new(
+            "berth_operator_leader",
+            "1 while this replica holds the lease and runs the controller",
+        )?;
         let build_info = IntGaugeVec::new(
             Opts::new("berth_build_info", "build information; always 1"),
             &["version", "component"],
@@ -71,15 +102,22 @@ impl Metrics {
         for result in [RESULT_OK, RESULT_INVALID_SPEC, RESULT_ERROR] {
             reconciliations.with_label_values(&[result]);
         }
+        for kind in WRITE_KINDS {
+            api_writes.with_label_values(&[kind]);
+        }
         registry.register(Box::new(reconciliations.clone()))?;
         registry.register(Box::new(reconcile_errors.clone()))?;
         registry.register(Box::new(reconcile_duration.clone()))?;
+        registry.register(Box::new(api_writes.clone()))?;
+        registry.register(Box::new(leader.clone()))?;
         registry.register(Box::new(build_info))?;
         Ok(Self {
             registry,
             reconciliations,
             reconcile_errors,
             reconcile_duration,
+            api_writes,
+            leader,
         })
     }
 
@@ -94,6 +132,30 @@ impl Metrics {
     pub fn observe_error(&self, kind: &'static str, elapsed: Duration) {
         self.observe(RESULT_ERROR, elapsed);
         self.reconcile_errors.with_label_values(&[kind]).inc();
+    }
+
+    /// Counts one write request of `kind` (one of [`WRITE_KINDS`]) sent to the API server,
+    /// whatever its outcome.
+    pub fn count_write(&self, kind: &'static str) {
+        self.api_writes.with_label_values(&[kind]).inc();
+    }
+
+    /// Write requests of `kind` sent so far.
+    pub fn writes(&self, kind: &str) -> u64 {
+        self.api_writes.with_label_values(&[kind]).get()
+    }
+
+    /// Write requests of every kind sent so far.
+    pub fn total_writes(&self) -> u64 {
+        WRITE_KINDS.iter().map(|kind| self.writes(kind)).sum()
+    }
+
+    /// Finished reconciles of every result so far.
+    pub fn total_reconciliations(&self) -> u64 {
+        [RESULT_OK, RESULT_INVALID_SPEC, RESULT_ERROR]
+            .iter()
+            .map(|result| self.reconciliations.with_label_values(&[result]).get())
+            .sum()
     }
 
     /// Every metric in the Prometheus text exposition format (version 0.0.4).
@@ -117,6 +179,7 @@ mod tests {
         let metrics = Metrics::new().expect("metrics register");
         metrics.observe(RESULT_OK, Duration::from_millis(20));
         metrics.observe_error("apply", Duration::from_millis(5));
+        metrics.count_write(WRITE_EVENT);
         let text = metrics.render();
         assert!(
             text.contains("berth_operator_reconciliations_total{result=\"ok\"} 1"),
@@ -138,6 +201,15 @@ mod tests {
             text.contains("berth_operator_reconcile_duration_seconds_count 2"),
             "{text}"
         );
+        assert!(
+            text.contains("berth_operator_api_writes_total{kind=\"Event\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("berth_operator_api_writes_total{kind=\"Deployment\"} 0"),
+            "{text}"
+        );
+        assert_eq!(metrics.total_writes(), 1);
         assert!(
             text.contains("berth_build_info{component=\"operator\",version=\""),
             "{text}"

@@ -17,9 +17,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
-use crate::apply::apply;
+use crate::apply::{Applied, apply};
 use crate::build::{BuildError, build};
-use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK};
+use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK, WRITE_EVENT};
 use crate::status::{self, REASON_INVALID_SPEC, Readiness};
 use crate::validate::{InvalidSpec, validate};
 use crate::{FIELD_MANAGER, Settings};
@@ -98,6 +98,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Proxy image, cluster domain.
     pub settings: Settings,
+    /// What was last applied to each child, so steady state writes nothing.
+    pub applied: Applied,
     backoff: Backoff,
 }
 
@@ -109,6 +111,7 @@ impl Context {
             client,
             metrics,
             settings,
+            applied: Applied::default(),
             backoff: Backoff::default(),
         }
     }
@@ -125,7 +128,8 @@ enum Outcome {
 
 /// Reconciles `upstream`: the controller's reconcile callback.
 ///
-/// Returns [`Action::requeue`] after [`RESYNC_INTERVAL`] when applied, and
+/// Returns [`Action::requeue`] after [`Settings::resync_interval`] (default
+/// [`RESYNC_INTERVAL`]) when applied, and
 /// [`Action::await_change`] for an invalid spec (nothing changes until the user edits it).
 ///
 /// # Errors
@@ -154,7 +158,7 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
                 Outcome::Applied => {
                     ctx.metrics.observe(RESULT_OK, elapsed);
                     debug!(%name, %namespace, elapsed_ms, "reconciled");
-                    Ok(Action::requeue(RESYNC_INTERVAL))
+                    Ok(Action::requeue(ctx.settings.resync_interval))
                 }
                 Outcome::InvalidSpec => {
                     ctx.metrics.observe(RESULT_INVALID_SPEC, elapsed);
@@ -180,7 +184,7 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         }
     };
     let children = build(upstream, &ctx.settings.proxy_image, &config)?;
-    let deployment = apply(&ctx.client, &children).await?;
+    let deployment = apply(&ctx.client, &ctx.applied, &ctx.metrics, &children).await?;
     let endpoint = status::endpoint(
         &upstream.name_any(),
         &upstream.namespace().unwrap_or_default(),
@@ -188,7 +192,7 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
     );
     let readiness = Readiness::of_deployment(&deployment);
     let desired = status::desired(upstream, &readiness, Some(endpoint), Timestamp::now());
-    status::patch(&ctx.client, upstream, &desired).await?;
+    status::patch(&ctx.client, &ctx.metrics, upstream, &desired).await?;
     Ok(Outcome::Applied)
 }
 
@@ -206,7 +210,7 @@ async fn reject(upstream: &McpUpstream, ctx: &Context, invalid: &InvalidSpec) ->
         None,
         Timestamp::now(),
     );
-    status::patch(&ctx.client, upstream, &desired).await?;
+    status::patch(&ctx.client, &ctx.metrics, upstream, &desired).await?;
     if !already_reported {
         let event = Event {
             type_: EventType::Warning,
@@ -215,13 +219,14 @@ async fn reject(upstream: &McpUpstream, ctx: &Context, invalid: &InvalidSpec) ->
             action: EVENT_ACTION.to_owned(),
             secondary: None,
         };
-        publish(&ctx.recorder, upstream, event).await;
+        publish(&ctx.recorder, &ctx.metrics, upstream, event).await;
     }
     Ok(())
 }
 
-/// Publishes `event` about `upstream`; a failure is logged, never fatal.
-async fn publish(recorder: &Recorder, upstream: &McpUpstream, event: Event) {
+/// Publishes `event` about `upstream`, counting the write; a failure is logged, never fatal.
+async fn publish(recorder: &Recorder, metrics: &Metrics, upstream: &McpUpstream, event: Event) {
+    metrics.count_write(WRITE_EVENT);
     if let Err(err) = recorder.publish(&event, &upstream.object_ref(&())).await {
         warn!(name = %upstream.name_any(), error = %err, "failed to publish event");
     }
@@ -247,8 +252,7 @@ pub fn error_policy(upstream: Arc<McpUpstream>, error: &Error, ctx: Arc<Context>
         action: EVENT_ACTION.to_owned(),
         secondary: None,
     };
-    let recorder = ctx.recorder.clone();
-    tokio::spawn(async move { publish(&recorder, &upstream, event).await });
+    tokio::spawn(async move { publish(&ctx.recorder, &ctx.metrics, &upstream, event).await });
     Action::requeue(delay)
 }
 

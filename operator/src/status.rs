@@ -14,6 +14,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::FIELD_MANAGER;
+use crate::metrics::{Metrics, WRITE_MCP_UPSTREAM_STATUS};
 use crate::reconcile::Error;
 use crate::validate::InvalidSpec;
 
@@ -141,9 +142,25 @@ pub fn current_ready(upstream: &McpUpstream) -> Option<&Condition> {
         .find(|c| c.type_ == CONDITION_READY)
 }
 
+/// Whether `upstream` already carries every field of `status` the operator owns:
+/// `observedGeneration`, `endpoint` and the `Ready` condition (conditions of other types are
+/// not the operator's).
+pub fn is_current(upstream: &McpUpstream, status: &McpUpstreamStatus) -> bool {
+    let Some(current) = upstream.status.as_ref() else {
+        return false;
+    };
+    let desired_ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_READY);
+    current.observed_generation == status.observed_generation
+        && current.endpoint == status.endpoint
+        && current_ready(upstream) == desired_ready
+}
+
 /// Writes `status` to the status subresource of `upstream` by server-side apply (field manager
-/// [`FIELD_MANAGER`], forced). A status equal to the stored one changes nothing, so it triggers
-/// no further reconcile.
+/// [`FIELD_MANAGER`], forced), counting the write in `metrics`. Writes nothing when `upstream`
+/// already carries it ([`is_current`]), so a steady-state reconcile costs no write.
 ///
 /// An McpUpstream deleted meanwhile (HTTP 404) is not an error: nothing is left to report on.
 ///
@@ -151,9 +168,13 @@ pub fn current_ready(upstream: &McpUpstream) -> Option<&Condition> {
 /// [`Error::PatchStatus`] when the API server refuses the patch for any other reason.
 pub async fn patch(
     client: &Client,
+    metrics: &Metrics,
     upstream: &McpUpstream,
     status: &McpUpstreamStatus,
 ) -> Result<(), Error> {
+    if is_current(upstream, status) {
+        return Ok(());
+    }
     let name = upstream.name_any();
     let api: Api<McpUpstream> = match upstream.namespace() {
         Some(namespace) => Api::namespaced(client.clone(), &namespace),
@@ -164,6 +185,7 @@ pub async fn patch(
         "kind": McpUpstream::kind(&()),
         "status": status,
     });
+    metrics.count_write(WRITE_MCP_UPSTREAM_STATUS);
     match api
         .patch_status(
             &name,

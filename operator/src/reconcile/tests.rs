@@ -55,12 +55,14 @@ struct Recorded {
     body: Value,
 }
 
-/// A fake API server: echoes applied objects back (as server-side apply returns them), answers
-/// a status apply with the McpUpstream carrying that status, accepts Events, and can refuse one
-/// path or attach a status to the Deployment it returns.
+/// A fake API server: echoes applied objects back (as server-side apply returns them) and
+/// keeps them for later GETs (404 before), answers a status apply with the McpUpstream carrying
+/// that status, accepts Events, and can refuse one path or attach a status to the Deployment it
+/// returns.
 #[derive(Clone, Default)]
 struct FakeApiServer {
     requests: Arc<Mutex<Vec<Recorded>>>,
+    objects: Arc<Mutex<HashMap<String, Value>>>,
     /// Requests whose path contains `.0` get an error Status with code `.1`.
     refuse: Option<(&'static str, StatusCode)>,
     deployment_status: Option<Value>,
@@ -95,6 +97,22 @@ impl FakeApiServer {
                 "message": "refused by the fake", "reason": "Refused", "code": code.as_u16()});
             return respond(code, &status);
         }
+        if parts.method == "GET" {
+            let stored = self
+                .objects
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&path)
+                .cloned();
+            return match stored {
+                Some(object) => respond(StatusCode::OK, &object),
+                None => {
+                    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": "not found", "reason": "NotFound", "code": 404});
+                    respond(StatusCode::NOT_FOUND, &status)
+                }
+            };
+        }
         if path.ends_with("/status") {
             let mut upstream = serde_json::to_value(everything(None).as_ref()).unwrap_or_default();
             upstream["status"] = body["status"].clone();
@@ -106,6 +124,12 @@ impl FakeApiServer {
             body.as_object_mut(),
         ) {
             object.insert("status".to_owned(), status.clone());
+        }
+        if parts.method == "PATCH" {
+            self.objects
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(path, body.clone());
         }
         let code = if parts.method == "POST" {
             StatusCode::CREATED
@@ -120,6 +144,14 @@ impl FakeApiServer {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Every request but GETs (reads cost no write).
+    fn writes(&self) -> Vec<Recorded> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method != "GET")
+            .collect()
     }
 }
 
@@ -162,7 +194,7 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         .expect("reconciles");
     assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
 
-    let requests = fake.requests();
+    let requests = fake.writes();
     let seen: Vec<(&str, &str)> = requests
         .iter()
         .map(|r| (r.method.as_str(), r.path.as_str()))
@@ -220,7 +252,7 @@ async fn reconcile_available_deployment_writes_ready_true() {
     reconcile(everything(None), context(&fake))
         .await
         .expect("reconciles");
-    let requests = fake.requests();
+    let requests = fake.writes();
     let status = requests.last().expect("status patch");
     assert_eq!(ready_of(status)["status"], "True");
     assert_eq!(ready_of(status)["reason"], "DeploymentAvailable");
@@ -237,7 +269,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
         .expect("an invalid spec is not a reconcile error");
     assert_eq!(action, Action::await_change(), "no hot loop");
 
-    let requests = fake.requests();
+    let requests = fake.writes();
     assert_eq!(requests.len(), 2, "{requests:?}");
     let status = &requests[0];
     assert!(status.path.ends_with("/mcpupstreams/everything/status"));
@@ -265,7 +297,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
 }
 
 #[tokio::test]
-async fn reconcile_invalid_spec_already_reported_publishes_no_second_event() {
+async fn reconcile_invalid_spec_already_reported_writes_nothing() {
     let message = "spec.upstream.transport: Stdio is not served by this operator version yet; \
                    use StreamableHttp";
     let fake = FakeApiServer::default();
@@ -278,12 +310,10 @@ async fn reconcile_invalid_spec_already_reported_publishes_no_second_event() {
     reconcile(Arc::new(upstream), context(&fake))
         .await
         .expect("reconciles");
-    let requests = fake.requests();
-    let methods: Vec<&str> = requests.iter().map(|r| r.method.as_str()).collect();
-    assert_eq!(methods, ["PATCH"], "status only, no Event: {requests:?}");
-    assert_eq!(
-        ready_of(&requests[0])["lastTransitionTime"],
-        "2030-01-01T00:00:00Z"
+    let requests = fake.writes();
+    assert!(
+        requests.is_empty(),
+        "status already current, no second Event: {requests:?}"
     );
 }
 
@@ -301,7 +331,7 @@ async fn reconcile_refused_apply_fails_with_apply_kind_and_backs_off() {
     assert_eq!(err.kind(), "apply");
     assert!(err.to_string().contains("Deployment everything"), "{err}");
     assert!(
-        !fake.requests().iter().any(|r| r.path.ends_with("/status")),
+        !fake.writes().iter().any(|r| r.path.ends_with("/status")),
         "no status written after a failed apply"
     );
     let first = error_policy(upstream.clone(), &err, ctx.clone());
@@ -329,4 +359,50 @@ async fn reconcile_upstream_deleted_before_status_write_is_not_an_error() {
         .await
         .expect("a vanished McpUpstream is not retried");
     assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+}
+
+#[tokio::test]
+async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    reconcile(everything(None), ctx.clone())
+        .await
+        .expect("first reconcile");
+    let first = fake.writes();
+    assert_eq!(first.len(), 4, "three applies and a status: {first:?}");
+    assert_eq!(ctx.metrics.writes("ConfigMap"), 1);
+    assert_eq!(ctx.metrics.writes("Service"), 1);
+    assert_eq!(ctx.metrics.writes("Deployment"), 1);
+    assert_eq!(ctx.metrics.writes("McpUpstreamStatus"), 1);
+
+    // The watch hands over the McpUpstream carrying the status just written.
+    let written = first.last().expect("status patch").body["status"].clone();
+    reconcile(everything(Some(written)), ctx.clone())
+        .await
+        .expect("second reconcile");
+    assert_eq!(fake.writes().len(), 4, "no write at steady state");
+    assert_eq!(ctx.metrics.total_writes(), 4);
+}
+
+#[tokio::test]
+async fn reconcile_deleted_child_is_applied_again() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    reconcile(everything(None), ctx.clone())
+        .await
+        .expect("first reconcile");
+    let written = fake.writes().last().expect("status").body["status"].clone();
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove("/api/v1/namespaces/demo/configmaps/everything-proxy");
+    reconcile(everything(Some(written)), ctx.clone())
+        .await
+        .expect("second reconcile");
+    let writes: Vec<String> = fake.writes()[4..].iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        writes,
+        ["/api/v1/namespaces/demo/configmaps/everything-proxy"]
+    );
+    assert_eq!(ctx.metrics.writes("ConfigMap"), 2);
 }

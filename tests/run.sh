@@ -32,6 +32,12 @@ cargo test --workspace 2>&1 | tee "$log"
 step "chart and alerts (helm, promtool; a control plane of their own)"
 tests/chart/test.sh
 
+step "images (static binaries, buildah; no Docker engine)"
+if ! command -v buildah >/dev/null; then
+  apt-get update -q >/dev/null && apt-get install -y -q buildah >/dev/null
+fi
+images/build.sh
+
 # One closing line over every cargo test binary (each prints its own `test result:` line).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
      END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -82,7 +82,8 @@ rejects() {
   if out=$(render "$@" 2>&1); then fail "values.schema.json accepted $*"; fi
   grep -q "schema" <<< "$out" || fail "rendering with $* failed for another reason: $out"
 }
-rejects --set operator.replicas=2
+rejects --set operator.replicas=2 --set operator.leaderElection.enabled=false
+rejects --set operator.replicas=6
 rejects --set unknownKey=1
 rejects --set operator.image.unknown=1
 rejects --set operator.image.digest=latest
@@ -210,6 +211,9 @@ for resource in deployments.apps services configmaps; do
   for verb in get create patch; do can "$verb" "$resource" -n team-a; done
 done
 for verb in create patch; do can "$verb" events.events.k8s.io -n team-a; done
+# Leader election: the Lease in the release namespace only.
+for verb in get create update patch watch; do can "$verb" leases.coordination.k8s.io -n "$ns"; done
+cannot update leases.coordination.k8s.io -n team-a
 # Every rule the installed ClusterRole grants holds for the ServiceAccount (the binding works).
 rules=$(kubectl get clusterrole "$release-operator" \
   -o 'jsonpath={range .rules[*]}{.apiGroups[*]}{"|"}{.resources[*]}{"|"}{.verbs[*]}{"\n"}{end}')

@@ -35,20 +35,27 @@ pub async fn everything() -> Peer {
         "{} missing: run `make test` (it runs npm ci in tests/peers/node)",
         entry.display()
     );
-    let port = free_port();
-    let child = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .arg("--import")
         .arg(dir.join("loopback.mjs"))
         .arg(&entry)
-        .arg("streamableHttp")
+        .arg("streamableHttp");
+    serve_on_free_port(command, "server-everything").await
+}
+
+/// Spawns `command` with `PORT` set to a free loopback port and waits until it listens there.
+async fn serve_on_free_port(mut command: Command, what: &str) -> Peer {
+    let port = free_port();
+    let child = command
         .env("PORT", port.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("spawn node");
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
     wait_for(
-        "server-everything to listen",
+        &format!("{what} to listen"),
         Duration::from_secs(30),
         || async move {
             tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -76,31 +83,9 @@ pub async fn everything() -> Peer {
 pub async fn python_server() -> Peer {
     let script = repo_root().join("tests/peers/python/server.py");
     assert!(script.exists(), "{} missing", script.display());
-    let python = python_interpreter();
-    let port = free_port();
-    let child = Command::new(&python)
-        .arg(&script)
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", python.display()));
-    wait_for(
-        "the Python MCP server to listen",
-        Duration::from_secs(30),
-        || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
-        },
-    )
-    .await;
-    Peer {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        port,
-        _child: child,
-    }
+    let mut command = Command::new(python_interpreter());
+    command.arg(&script);
+    serve_on_free_port(command, "the Python MCP server").await
 }
 
 fn python_interpreter() -> PathBuf {

@@ -34,8 +34,17 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
 pub async fn start_ready(config: &ProxyConfig) -> RunningProxy {
     berth_proxy::install_crypto_provider();
     let running = berth_proxy::start(config).await.expect("proxy starts");
+    wait_ready(&running, Duration::from_secs(30)).await;
+    running
+}
+
+/// Waits until the proxy's `/readyz` answers 200.
+///
+/// # Panics
+/// When it does not within `within`.
+pub async fn wait_ready(running: &RunningProxy, within: Duration) {
     let ready = format!("http://{}/readyz", running.admin_addr);
-    wait_for("proxy readiness", Duration::from_secs(30), || {
+    wait_for("proxy readiness", within, || {
         let ready = ready.clone();
         async move {
             let status = reqwest::get(&ready).await.ok()?.status();
@@ -43,7 +52,6 @@ pub async fn start_ready(config: &ProxyConfig) -> RunningProxy {
         }
     })
     .await;
-    running
 }
 
 /// The MCP endpoint URL of a running proxy.

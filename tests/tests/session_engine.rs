@@ -830,19 +830,6 @@ async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget(
         "bounded by the connect budget"
     );
     upstream.update(|f| f.handshake_delay = Duration::ZERO);
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while reqwest::get(&readyz)
-        .await
-        .expect("readyz")
-        .status()
-        .as_u16()
-        != 200
-    {
-        assert!(
-            Instant::now() < deadline,
-            "recovers once the upstream answers"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    berth_tests::proxy::wait_ready(&proxy, Duration::from_secs(15)).await;
     proxy.shutdown().await;
 }

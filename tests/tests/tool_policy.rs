@@ -134,20 +134,7 @@ async fn tools_allowed_tool_missing_upstream_keeps_the_proxy_not_ready() {
         "reason names the tool"
     );
     upstream.add_tool(json!({"name": "nope", "inputSchema": {"type": "object"}}));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while reqwest::get(&readyz)
-        .await
-        .expect("readyz")
-        .status()
-        .as_u16()
-        != 200
-    {
-        assert!(
-            Instant::now() < deadline,
-            "ready once the upstream offers the tool"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    berth_tests::proxy::wait_ready(&proxy, Duration::from_secs(15)).await;
     proxy.shutdown().await;
 }
 

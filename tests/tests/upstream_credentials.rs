@@ -62,7 +62,7 @@ async fn upstream_header_from_env_reaches_upstream_and_no_log_line() {
     let proxy = berth_proxy::start_with_env(&cfg, &env)
         .await
         .expect("proxy starts");
-    wait_ready(&proxy).await;
+    berth_tests::proxy::wait_ready(&proxy, std::time::Duration::from_secs(30)).await;
     let url = mcp_url(&proxy);
     let session = open_session(&url).await;
     let reply = post_raw(
@@ -99,24 +99,4 @@ async fn upstream_header_from_env_reaches_upstream_and_no_log_line() {
         !text.contains(SECRET),
         "the credential leaked into a log line"
     );
-}
-
-async fn wait_ready(proxy: &berth_proxy::RunningProxy) {
-    let readyz = format!("http://{}/readyz", proxy.admin_addr);
-    berth_tests::wait_for(
-        "proxy readiness",
-        std::time::Duration::from_secs(30),
-        || {
-            let readyz = readyz.clone();
-            async move {
-                reqwest::get(&readyz)
-                    .await
-                    .ok()?
-                    .status()
-                    .is_success()
-                    .then_some(())
-            }
-        },
-    )
-    .await;
 }

@@ -59,12 +59,9 @@ async fn handle_post(
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
-            proxy
-                .metrics
-                .invalid_messages
-                .with_label_values(&["body"])
-                .inc();
-            return Answer::error(
+            return refused(
+                &proxy,
+                "body",
                 rejection.status(),
                 &Value::Null,
                 jsonrpc::INVALID_REQUEST,
@@ -78,12 +75,9 @@ async fn handle_post(
     let value: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(_) => {
-            proxy
-                .metrics
-                .invalid_messages
-                .with_label_values(&["parse"])
-                .inc();
-            return Answer::error(
+            return refused(
+                &proxy,
+                "parse",
                 StatusCode::BAD_REQUEST,
                 &Value::Null,
                 jsonrpc::PARSE_ERROR,
@@ -117,12 +111,9 @@ async fn handle_post(
         return era::unsupported(&request_id);
     }
     let Some(header) = header else {
-        proxy
-            .metrics
-            .invalid_messages
-            .with_label_values(&["missing_session"])
-            .inc();
-        return Answer::error(
+        return refused(
+            &proxy,
+            "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
             jsonrpc::INVALID_REQUEST,
@@ -152,12 +143,9 @@ async fn client_response(
     mut body: Map<String, Value>,
 ) -> Answer {
     let Some(pending) = session.take_server_request(id) else {
-        proxy
-            .metrics
-            .invalid_messages
-            .with_label_values(&["unexpected_response"])
-            .inc();
-        return Answer::error(
+        return refused(
+            proxy,
+            "unexpected_response",
             StatusCode::BAD_REQUEST,
             id,
             jsonrpc::INVALID_REQUEST,
@@ -212,12 +200,9 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         } else {
             return None;
         };
-    proxy
-        .metrics
-        .invalid_messages
-        .with_label_values(&[reason])
-        .inc();
-    Some(Answer::error(
+    Some(refused(
+        proxy,
+        reason,
         status,
         &Value::Null,
         jsonrpc::INVALID_REQUEST,
@@ -245,12 +230,9 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
     } else {
         return None;
     };
-    proxy
-        .metrics
-        .invalid_messages
-        .with_label_values(&["params"])
-        .inc();
-    Some(Answer::error(
+    Some(refused(
+        proxy,
+        "params",
         StatusCode::BAD_REQUEST,
         &id,
         jsonrpc::INVALID_PARAMS,
@@ -258,17 +240,32 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
     ))
 }
 
-fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
-    let (reason, id) = match invalid {
-        Invalid::Batch => ("batch", Value::Null),
-        Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
-    };
+/// A client message refused before anything reached the upstream: counted in
+/// `berth_proxy_invalid_messages_total{reason}` and answered with a JSON-RPC error under `id`.
+pub(super) fn refused(
+    proxy: &Proxy,
+    reason: &'static str,
+    status: StatusCode,
+    id: &Value,
+    code: i64,
+    message: &str,
+) -> Answer {
     proxy
         .metrics
         .invalid_messages
         .with_label_values(&[reason])
         .inc();
-    Answer::error(
+    Answer::error(status, id, code, message)
+}
+
+fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
+    let (reason, id) = match invalid {
+        Invalid::Batch => ("batch", Value::Null),
+        Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
+    };
+    refused(
+        proxy,
+        reason,
         StatusCode::BAD_REQUEST,
         &id,
         jsonrpc::INVALID_REQUEST,
@@ -277,12 +274,9 @@ fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
 }
 
 fn unknown_session(proxy: &Proxy, id: &Value) -> Answer {
-    proxy
-        .metrics
-        .invalid_messages
-        .with_label_values(&["unknown_session"])
-        .inc();
-    Answer::error(
+    refused(
+        proxy,
+        "unknown_session",
         StatusCode::NOT_FOUND,
         id,
         jsonrpc::INVALID_REQUEST,

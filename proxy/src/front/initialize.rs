@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use berth_crds::SessionStrategy;
 use serde_json::{Map, Value, json};
 
+use super::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::outcome::Outcome;
@@ -29,12 +30,9 @@ pub async fn handle(
 ) -> Answer {
     if let Some(header) = header {
         if proxy.sessions.get(header).is_some() {
-            proxy
-                .metrics
-                .invalid_messages
-                .with_label_values(&["reinitialize"])
-                .inc();
-            return Answer::error(
+            return refused(
+                proxy,
+                "reinitialize",
                 StatusCode::BAD_REQUEST,
                 id,
                 jsonrpc::INVALID_REQUEST,

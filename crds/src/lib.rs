@@ -12,12 +12,12 @@ pub mod tool_policy;
 
 pub use duration::{DurationError, DurationString};
 pub use mcp_upstream::{
-    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, Transport, UpstreamHeader,
-    UpstreamSpec, crd_yaml,
+    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, Transport,
+    UpstreamHeader, UpstreamSpec, crd_yaml,
 };
 pub use proxy_config::{
-    DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec, SessionStrategy,
-    TimeoutsSpec, ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
+    DownstreamAuth, DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec,
+    SessionStrategy, TimeoutsSpec, ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
 };
 pub use tool_policy::{PolicyFinding, ToolsPolicySpec};
 

@@ -34,9 +34,13 @@ use crate::tool_policy::ToolsPolicySpec;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.proxy) || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
 pub struct McpUpstreamSpec {
     /// The upstream MCP server: its image, transport and how it listens.
     pub upstream: UpstreamSpec,
+    /// The berth proxy container: its ports. Default: `{port: 8080, adminPort: 9090}`.
+    #[serde(default)]
+    pub proxy: ProxySpec,
     /// How client sessions map onto upstream sessions. Default: `{strategy: Shared}`.
     #[serde(default)]
     pub session: SessionSpec,
@@ -56,6 +60,40 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
 
+/// The berth proxy container of each pod.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.port != self.adminPort").message("spec.proxy.adminPort must differ from spec.proxy.port"))]
+pub struct ProxySpec {
+    /// TCP port the proxy serves MCP (Streamable HTTP, path `/mcp`) on; also the Service port.
+    /// Default `8080`.
+    #[serde(default = "default_proxy_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: i32,
+    /// TCP port of the proxy's `/metrics`, `/healthz`, `/readyz` and `/tools` (the tool count
+    /// and fingerprint the operator reads into status). Default `9090`.
+    #[serde(default = "default_admin_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub admin_port: i32,
+}
+
+impl Default for ProxySpec {
+    fn default() -> Self {
+        Self {
+            port: default_proxy_port(),
+            admin_port: default_admin_port(),
+        }
+    }
+}
+
+fn default_proxy_port() -> i32 {
+    i32::from(crate::PROXY_MCP_PORT)
+}
+
+fn default_admin_port() -> i32 {
+    i32::from(crate::PROXY_ADMIN_PORT)
+}
+
 /// The upstream MCP server container, run as a native sidecar next to the proxy.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -71,10 +109,10 @@ pub struct UpstreamSpec {
     /// servers that speak newline-delimited JSON-RPC on stdin/stdout; not served yet.
     #[serde(default)]
     pub transport: Transport,
-    /// TCP port the server listens on inside the pod (loopback is enough). Must differ from the
-    /// proxy's ports 8080 (MCP) and 9090 (admin). Default `3000`.
+    /// TCP port the server listens on inside the pod (loopback is enough), 1-65535. Must differ
+    /// from the proxy's ports (`spec.proxy.port`, `spec.proxy.adminPort`). Default `3000`.
     #[serde(default = "default_port")]
-    #[x_kube(validation = Rule::new("self >= 1 && self <= 65535 && self != 8080 && self != 9090").message("spec.upstream.port must be 1-65535 and not 8080 or 9090 (the proxy's own ports)"))]
+    #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
     /// HTTP path of the server's MCP endpoint. Must start with `/`. Default `/mcp`.
     #[serde(default = "default_path")]

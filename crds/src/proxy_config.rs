@@ -47,6 +47,23 @@ pub struct ProxyConfig {
     /// Which upstream tools clients may see and call.
     #[serde(default, skip_serializing_if = "is_default")]
     pub tools: ToolsPolicySpec,
+    /// Client authentication on the MCP endpoint. Default: none (any client may connect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub downstream_auth: Option<DownstreamAuth>,
+    /// Name of an environment variable of the proxy holding the key that signs downstream
+    /// session ids, so every replica sharing the key accepts a session another replica issued
+    /// (field case BR-35). Default: none (ids are valid on the issuing replica only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key_env: Option<String>,
+}
+
+/// How clients authenticate to the proxy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DownstreamAuth {
+    /// Name of an environment variable of the proxy holding the bearer token clients must send
+    /// as `Authorization: Bearer <token>` (the operator fills it from a Secret).
+    pub bearer_token_env: String,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -164,6 +181,17 @@ pub struct UpstreamEndpoint {
     /// Headers presented on every upstream request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<HeaderSource>,
+    /// `Stdio` only: the server's argv (`[program, args...]`); the proxy spawns one child per
+    /// client session itself. Exactly one of `command` and `socket` is set for `Stdio`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// `Stdio` only: Unix socket path of a `berth-proxy stdio-host` in the same pod; the proxy
+    /// opens one connection (one child) per client session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// `Stdio` only: longest JSON-RPC line accepted from a child, in bytes. Default 16 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_line_bytes: Option<u64>,
 }
 
 /// One upstream header: `name` and exactly one of a literal `value` or `valueEnv`, the name of

@@ -119,7 +119,7 @@ pub fn build(
     let owner = Owner::of(upstream)?;
     let config_map = config_map::config_map(&owner, config)?;
     let deployment = deployment::deployment(&owner, &upstream.spec, proxy_image, &config_map);
-    let service = service::service(&owner);
+    let service = service::service(&owner, upstream.spec.proxy.port);
     Ok(Children {
         config_map,
         deployment,

@@ -189,6 +189,7 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         &upstream.name_any(),
         &upstream.namespace().unwrap_or_default(),
         &ctx.settings.cluster_domain,
+        upstream.spec.proxy.port,
     );
     let readiness = Readiness::of_deployment(&deployment);
     let desired = status::desired(upstream, &readiness, Some(endpoint), Timestamp::now());

@@ -6,7 +6,7 @@
 //! of `conditions` is owned here; conditions of other types written by other field managers are
 //! left alone (the list is a map keyed by `type`).
 
-use berth_crds::{MCP_PATH, McpUpstream, McpUpstreamStatus, PROXY_MCP_PORT};
+use berth_crds::{MCP_PATH, McpUpstream, McpUpstreamStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -96,10 +96,10 @@ impl Readiness {
     }
 }
 
-/// In-cluster URL of the proxy of the McpUpstream `name` in `namespace`, e.g.
-/// `http://weather.team-a.svc.cluster.local:8080/mcp`.
-pub fn endpoint(name: &str, namespace: &str, cluster_domain: &str) -> String {
-    format!("http://{name}.{namespace}.svc.{cluster_domain}:{PROXY_MCP_PORT}{MCP_PATH}")
+/// In-cluster URL of the proxy of the McpUpstream `name` in `namespace` whose Service serves
+/// `port` (`spec.proxy.port`), e.g. `http://weather.team-a.svc.cluster.local:8080/mcp`.
+pub fn endpoint(name: &str, namespace: &str, cluster_domain: &str, port: i32) -> String {
+    format!("http://{name}.{namespace}.svc.{cluster_domain}:{port}{MCP_PATH}")
 }
 
 /// The status to write for `upstream`: its current generation as `observedGeneration`, the

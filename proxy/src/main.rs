@@ -78,6 +78,9 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             listen: "127.0.0.1:8080".into(),
             admin_listen: "127.0.0.1:9090".into(),
             upstream: UpstreamEndpoint {
+                command: Vec::new(),
+                socket: None,
+                max_line_bytes: None,
                 transport: Transport::StreamableHttp,
                 url: Some(url.clone()),
                 headers: Vec::new(),
@@ -86,6 +89,8 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             tools_probe: Default::default(),
             timeouts: Default::default(),
             tools: Default::default(),
+            downstream_auth: None,
+            session_key_env: None,
         },
         (None, None) => anyhow::bail!("one of --config or --upstream-url is required"),
     };

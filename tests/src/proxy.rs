@@ -14,6 +14,9 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         listen: "127.0.0.1:0".into(),
         admin_listen: "127.0.0.1:0".into(),
         upstream: UpstreamEndpoint {
+            command: Vec::new(),
+            socket: None,
+            max_line_bytes: None,
             transport: Transport::StreamableHttp,
             url: Some(upstream_url.to_owned()),
             headers: Vec::new(),
@@ -22,6 +25,8 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         tools_probe: Default::default(),
         timeouts: Default::default(),
         tools: Default::default(),
+        downstream_auth: None,
+        session_key_env: None,
     };
     config.timeouts.call = berth_crds::DurationString::new(call_timeout);
     config

@@ -282,6 +282,35 @@ async fn mcp_upstream_image_by_tag_is_rejected_by_api_server_naming_the_field() 
 }
 
 #[tokio::test]
+async fn mcp_upstream_port_clashing_with_proxy_port_is_rejected_naming_the_field() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "op-port").await;
+    let mut upstream = everything();
+    upstream.spec.proxy.admin_port = 9100;
+    upstream.spec.upstream.port = 9100;
+    let err = ns
+        .api::<McpUpstream>()
+        .create(&PostParams::default(), &upstream)
+        .await
+        .expect_err("an upstream port equal to the proxy's admin port must be rejected");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(status.message.contains("spec.upstream.port"), "{status:?}");
+        }
+        other => panic!("expected an API error, got {other}"),
+    }
+    // Moving the proxy's port instead makes the same upstream port valid.
+    upstream.spec.proxy.admin_port = 9091;
+    ns.api::<McpUpstream>()
+        .create(&PostParams::default(), &upstream)
+        .await
+        .expect("distinct ports are accepted");
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn mcp_upstream_deleted_children_are_garbage_collected() {
     shared_operator().await;
     let client = client().await;

@@ -6,8 +6,7 @@
 use std::collections::BTreeMap;
 
 use berth_crds::{
-    HeaderSource, McpUpstreamSpec, PROXY_ADMIN_PORT, PROXY_CONFIG_KEY, PROXY_MCP_PORT, ProxyConfig,
-    Transport, UpstreamEndpoint,
+    HeaderSource, McpUpstreamSpec, PROXY_CONFIG_KEY, ProxyConfig, Transport, UpstreamEndpoint,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 
@@ -18,16 +17,19 @@ pub fn name(upstream_name: &str) -> String {
     format!("{upstream_name}-proxy")
 }
 
-/// The proxy config for `spec`: MCP on `0.0.0.0:8080`, admin on `0.0.0.0:9090`, the upstream
+/// The proxy config for `spec`: MCP on `0.0.0.0:<proxy.port>`, admin on `0.0.0.0:<proxy.adminPort>`, the upstream
 /// sidecar reached on the pod's loopback at `http://127.0.0.1:<port><path>`, and the session,
 /// tools-probe and timeout settings copied unchanged (they are the same types).
 ///
 /// Pure and unchecked; [`crate::validate::validate`] calls [`ProxyConfig::check`] on it.
 pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
     ProxyConfig {
-        listen: format!("0.0.0.0:{PROXY_MCP_PORT}"),
-        admin_listen: format!("0.0.0.0:{PROXY_ADMIN_PORT}"),
+        listen: format!("0.0.0.0:{}", spec.proxy.port),
+        admin_listen: format!("0.0.0.0:{}", spec.proxy.admin_port),
         upstream: UpstreamEndpoint {
+            command: Vec::new(),
+            socket: None,
+            max_line_bytes: None,
             transport: Transport::StreamableHttp,
             url: Some(format!(
                 "http://127.0.0.1:{}{}",
@@ -49,6 +51,8 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
         tools_probe: spec.tools_probe.clone(),
         timeouts: spec.timeouts.clone(),
         tools: spec.tools.clone(),
+        downstream_auth: None,
+        session_key_env: None,
     }
 }
 

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeMap;
 
-use berth_crds::{McpUpstreamSpec, PROXY_ADMIN_PORT, PROXY_CONFIG_KEY, PROXY_MCP_PORT};
+use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
@@ -177,8 +177,8 @@ fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
             format!("{CONFIG_DIR}/{PROXY_CONFIG_KEY}"),
         ]),
         ports: Some(vec![
-            tcp_port(MCP_PORT_NAME, PROXY_MCP_PORT),
-            tcp_port(ADMIN_PORT_NAME, PROXY_ADMIN_PORT),
+            tcp_port(MCP_PORT_NAME, spec.proxy.port),
+            tcp_port(ADMIN_PORT_NAME, spec.proxy.admin_port),
         ]),
         liveness_probe: Some(admin_probe("/healthz", 10, 3)),
         readiness_probe: Some(admin_probe("/readyz", 5, 1)),
@@ -193,10 +193,10 @@ fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     }
 }
 
-fn tcp_port(name: &str, port: u16) -> ContainerPort {
+fn tcp_port(name: &str, port: i32) -> ContainerPort {
     ContainerPort {
         name: Some(name.to_owned()),
-        container_port: i32::from(port),
+        container_port: port,
         protocol: Some("TCP".to_owned()),
         ..ContainerPort::default()
     }

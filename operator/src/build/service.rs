@@ -2,7 +2,6 @@
 //!
 //! Not responsible for: session affinity (one replica for now).
 
-use berth_crds::PROXY_MCP_PORT;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -10,9 +9,9 @@ use super::Owner;
 use super::deployment::MCP_PORT_NAME;
 use crate::labels;
 
-/// The Service of the McpUpstream `owner`: named after it, port 8080 `mcp` to the pods' `mcp`
+/// The Service of the McpUpstream `owner`: named after it, `port` (`spec.proxy.port`) `mcp` to the pods' `mcp`
 /// port, selecting the pods by [`labels::selector`].
-pub(super) fn service(owner: &Owner) -> Service {
+pub(super) fn service(owner: &Owner, port: i32) -> Service {
     Service {
         metadata: owner.child_metadata(owner.name.clone()),
         spec: Some(ServiceSpec {
@@ -20,7 +19,7 @@ pub(super) fn service(owner: &Owner) -> Service {
             selector: Some(labels::selector(&owner.name)),
             ports: Some(vec![ServicePort {
                 name: Some(MCP_PORT_NAME.to_owned()),
-                port: i32::from(PROXY_MCP_PORT),
+                port,
                 target_port: Some(IntOrString::String(MCP_PORT_NAME.to_owned())),
                 protocol: Some("TCP".to_owned()),
                 ..ServicePort::default()

@@ -81,7 +81,7 @@ fn readiness_stalled_rollout_is_deployment_unavailable() {
 #[test]
 fn endpoint_is_service_dns_name_on_mcp_port() {
     assert_eq!(
-        endpoint("weather", "team-a", "cluster.local"),
+        endpoint("weather", "team-a", "cluster.local", 8080),
         "http://weather.team-a.svc.cluster.local:8080/mcp"
     );
 }

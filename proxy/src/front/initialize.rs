@@ -29,7 +29,7 @@ pub async fn handle(
     body: &Map<String, Value>,
 ) -> Answer {
     if let Some(header) = header {
-        if proxy.sessions.get(header).is_some() {
+        if super::live_session(proxy, header).is_some() {
             return refused(
                 proxy,
                 "reinitialize",

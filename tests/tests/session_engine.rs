@@ -709,30 +709,25 @@ async fn era_stateless_request_gets_32022_naming_supported_versions() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
-async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
+/// Calls the fault upstream's `slow` tool (3 progress notifications 500 ms apart, then the
+/// result) at `url` and returns the response headers and when each SSE event arrived.
+async fn progress_arrivals(
+    url: &str,
+    session: &str,
+) -> (reqwest::header::HeaderMap, Vec<Duration>) {
     use futures::StreamExt;
-    let upstream = FaultUpstream::builder().start().await;
-    let proxy = start_ready(&config(&upstream.url, "10s")).await;
-    let url = mcp_url(&proxy);
-    let session = open_session(&url).await;
     let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
         "name":"slow","arguments":{"ms":1500},"_meta":{"progressToken":"p"}}});
     let response = reqwest::Client::new()
-        .post(&url)
+        .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
+        .header("mcp-session-id", session)
         .body(body.to_string())
         .send()
         .await
         .expect("post");
     let headers = response.headers().clone();
-    assert_eq!(headers["content-type"], "text/event-stream");
-    assert_eq!(headers["cache-control"], "no-cache");
-    assert_eq!(headers["x-accel-buffering"], "no");
-    assert!(headers.get("content-length").is_none());
-    assert!(headers.get("content-encoding").is_none());
     let started = Instant::now();
     let mut arrivals = Vec::new();
     let mut events = sse_stream::SseByteStream::new(response.bytes_stream());
@@ -742,6 +737,21 @@ async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
         }
     }
     assert_eq!(arrivals.len(), 4, "3 progress + result: {arrivals:?}");
+    (headers, arrivals)
+}
+
+#[tokio::test]
+async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let (headers, arrivals) = progress_arrivals(&url, &session).await;
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(headers["cache-control"], "no-cache");
+    assert_eq!(headers["x-accel-buffering"], "no");
+    assert!(headers.get("content-length").is_none());
+    assert!(headers.get("content-encoding").is_none());
     // The fault upstream sleeps 500 ms per step: events arrive spread out, not in one batch.
     assert!(
         arrivals[0] < Duration::from_millis(900),
@@ -750,6 +760,33 @@ async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
     assert!(
         arrivals[2] - arrivals[0] >= Duration::from_millis(700),
         "{arrivals:?}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_17_sse_through_nginx_with_default_buffering_arrives_per_event() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let backend = [proxy.mcp_addr.to_string()];
+    // nginx's defaults: proxy_buffering on, HTTP/1.0 to the backend.
+    let nginx = berth_tests::nginx::Nginx::start(&backend, "").await;
+    let session = open_session(&nginx.mcp_url()).await;
+    let (_, arrivals) = progress_arrivals(&nginx.mcp_url(), &session).await;
+    assert!(
+        arrivals[0] < Duration::from_millis(900)
+            && arrivals[2] - arrivals[0] >= Duration::from_millis(700),
+        "each event flushed through nginx on its own: {arrivals:?}"
+    );
+    // Control: the same nginx told to ignore X-Accel-Buffering holds the events back, so the
+    // header (not luck) is what keeps the stream live.
+    let ignoring =
+        berth_tests::nginx::Nginx::start(&backend, "proxy_ignore_headers X-Accel-Buffering;").await;
+    let session = open_session(&ignoring.mcp_url()).await;
+    let (_, held) = progress_arrivals(&ignoring.mcp_url(), &session).await;
+    assert!(
+        held[2] - held[0] < Duration::from_millis(300),
+        "without the header nginx batches the events: {held:?}"
     );
     proxy.shutdown().await;
 }

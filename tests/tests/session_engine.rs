@@ -248,7 +248,7 @@ async fn br_18_black_holed_upstream_fails_within_budget() {
             "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
         let reply = post_raw(&url, None, &init.to_string()).await;
         let elapsed = started.elapsed();
-        assert_eq!(reply.status, 503);
+        assert_eq!(reply.status, 504, "connect budget ran out: {reply:?}");
         assert_eq!(reply.last()["id"], json!(1));
         assert!(
             elapsed < Duration::from_secs(3),
@@ -860,7 +860,7 @@ async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget(
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
     let reply = post_raw(&mcp_url(&proxy), None, &init.to_string()).await;
-    assert_eq!(reply.status, 503);
+    assert!(matches!(reply.status, 502 | 504), "{reply:?}");
     assert_eq!(reply.last()["id"], json!(1));
     assert!(
         started.elapsed() < Duration::from_secs(2),

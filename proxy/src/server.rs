@@ -55,6 +55,8 @@ pub struct Proxy {
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.
     pub call_budget: Duration,
+    /// `timeouts.maxCall`: when set, progress restarts the call budget up to this cap.
+    pub max_call: Option<Duration>,
     /// `timeouts.connect`.
     pub connect_budget: Duration,
     /// Fires when the proxy shuts down; long-lived streams end with it.
@@ -178,6 +180,7 @@ pub async fn start_on(
     config.check()?;
     let connect_budget = config.timeouts.connect()?;
     let call_budget = config.timeouts.call()?;
+    let max_call = config.timeouts.max_call()?;
     let idle_timeout = config.session.idle_timeout()?;
     let (downstream_token, sessions) = downstream_secrets(config, env, idle_timeout)?;
     let url = config.upstream.url.as_deref().unwrap_or_default();
@@ -205,6 +208,7 @@ pub async fn start_on(
         subscriptions: Subscriptions::default(),
         metrics,
         call_budget,
+        max_call,
         connect_budget,
         shutdown: shutdown.clone(),
         strategy: config.session.strategy,

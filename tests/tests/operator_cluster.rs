@@ -311,6 +311,32 @@ async fn mcp_upstream_port_clashing_with_proxy_port_is_rejected_naming_the_field
 }
 
 #[tokio::test]
+async fn mcp_upstream_max_call_below_call_is_rejected_naming_the_field() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "op-maxcall").await;
+    let mut upstream = everything();
+    upstream.spec.timeouts.call = berth_crds::DurationString::new("60s");
+    upstream.spec.timeouts.max_call = Some(berth_crds::DurationString::new("30s"));
+    let err = ns
+        .api::<McpUpstream>()
+        .create(&PostParams::default(), &upstream)
+        .await
+        .expect_err("maxCall below call must be rejected");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                status.message.contains("spec.timeouts.maxCall"),
+                "{status:?}"
+            );
+        }
+        other => panic!("expected an API error, got {other}"),
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn mcp_upstream_deleted_children_are_garbage_collected() {
     shared_operator().await;
     let client = client().await;

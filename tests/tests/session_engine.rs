@@ -870,3 +870,75 @@ async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget(
     berth_tests::proxy::wait_ready(&proxy, Duration::from_secs(15)).await;
     proxy.shutdown().await;
 }
+
+/// `slow` with a progress token over `url`: `(final message, seconds taken)`.
+async fn slow_with_progress(
+    url: &str,
+    session: &str,
+    id: u64,
+    ms: u64,
+    steps: u64,
+) -> (Value, f64) {
+    let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+        "name":"slow","arguments":{"ms":ms,"steps":steps},"_meta":{"progressToken":format!("p{id}")}}});
+    let started = Instant::now();
+    let reply = post_raw(url, Some(session), &body.to_string()).await;
+    (reply.last().clone(), started.elapsed().as_secs_f64())
+}
+
+#[tokio::test]
+async fn progress_restarts_the_call_budget_only_with_max_call_and_never_past_it() {
+    let upstream = FaultUpstream::builder().start().await;
+    // Without maxCall: progress every 400 ms does not extend a 1 s budget.
+    let plain = start_ready(&config(&upstream.url, "1s")).await;
+    let url = mcp_url(&plain);
+    let session = open_session(&url).await;
+    let (reply, took) = slow_with_progress(&url, &session, 2, 2400, 6).await;
+    assert_eq!(
+        reply["error"]["data"]["outcome"],
+        json!("timeout"),
+        "{reply}"
+    );
+    assert!(took < 1.8, "timed out at the 1 s budget: {took}");
+    plain.shutdown().await;
+
+    // With maxCall 3s: the same call completes, each progress restarting the 1 s budget...
+    let mut cfg = config(&upstream.url, "1s");
+    cfg.timeouts.max_call = Some(DurationString::new("3s"));
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let (reply, _) = slow_with_progress(&url, &session, 3, 2400, 6).await;
+    assert_eq!(text(&reply), json!("slept 2400 ms"), "{reply}");
+    // ...but a call that keeps reporting progress still ends at the 3 s cap, and is cancelled
+    // upstream.
+    let (reply, took) = slow_with_progress(&url, &session, 4, 8000, 20).await;
+    assert_eq!(reply["id"], json!(4));
+    assert_eq!(
+        reply["error"]["data"]["outcome"],
+        json!("timeout"),
+        "{reply}"
+    );
+    assert!((2.8..4.0).contains(&took), "ended at the hard cap: {took}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.cancellations().len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        upstream.cancellations().len(),
+        2,
+        "both timeouts cancelled upstream"
+    );
+    proxy.shutdown().await;
+}
+
+#[test]
+fn max_call_below_call_is_a_config_error_naming_the_field() {
+    let mut cfg = config("http://127.0.0.1:1/mcp", "10s");
+    cfg.timeouts.max_call = Some(DurationString::new("5s"));
+    let error = cfg.check().expect_err("maxCall < call");
+    assert!(
+        format!("{error:?}").contains("timeouts.maxCall"),
+        "{error:?}"
+    );
+}

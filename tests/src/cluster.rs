@@ -219,3 +219,23 @@ impl TestNamespace {
         }
     }
 }
+
+/// Creates `upstream` in `ns` and asserts the API server rejects it (422) with a message that
+/// names `field`.
+///
+/// # Panics
+/// When the object is accepted or the error is another.
+pub async fn rejected_naming(ns: &TestNamespace, upstream: &McpUpstream, field: &str) {
+    let err = ns
+        .api::<McpUpstream>()
+        .create(&PostParams::default(), upstream)
+        .await
+        .expect_err("the API server must reject it");
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(status.message.contains(field), "{field}: {status:?}");
+        }
+        other => panic!("expected an API error, got {other}"),
+    }
+}

@@ -79,15 +79,21 @@ async fn assert_flat(what: &str, fds_before: usize, tasks_before: usize) {
     }
 }
 
+/// A proxy whose every client dials its own upstream session (`PerClient`), with a 2 s connect
+/// budget and room for 1,024 sessions.
+async fn per_client_proxy(upstream_url: &str) -> berth_proxy::RunningProxy {
+    let mut cfg = config(upstream_url, "10s");
+    cfg.timeouts.connect = DurationString::new("2s");
+    cfg.session.strategy = SessionStrategy::PerClient;
+    cfg.session.max_sessions = 1024;
+    berth_proxy::start(&cfg).await.expect("proxy starts")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn br_18_hundred_black_holed_and_silent_handshakes_leak_nothing_and_recover() {
     berth_proxy::install_crypto_provider();
     let hole = FaultUpstream::black_hole().await;
-    let mut cfg = config(&hole.url, "10s");
-    cfg.timeouts.connect = DurationString::new("2s");
-    cfg.session.strategy = SessionStrategy::PerClient;
-    cfg.session.max_sessions = 1024;
-    let proxy = berth_proxy::start(&cfg).await.expect("proxy starts");
+    let proxy = per_client_proxy(&hole.url).await;
     let url = mcp_url(&proxy);
     let (fds_before, tasks_before) = (open_fds(), alive_tasks());
 
@@ -112,11 +118,7 @@ async fn br_18_hundred_black_holed_and_silent_handshakes_leak_nothing_and_recove
 
     // Accept-then-silent: connect succeeds, the handshake never answers; error within 6 s.
     let silent = FaultUpstream::silent().await;
-    let mut cfg = config(&silent.url, "10s");
-    cfg.timeouts.connect = DurationString::new("2s");
-    cfg.session.strategy = SessionStrategy::PerClient;
-    cfg.session.max_sessions = 1024;
-    let proxy = berth_proxy::start(&cfg).await.expect("proxy starts");
+    let proxy = per_client_proxy(&silent.url).await;
     let url = mcp_url(&proxy);
     let (fds_before, tasks_before) = (open_fds(), alive_tasks());
     hundred_failed_handshakes(&url, Duration::from_secs(6)).await;

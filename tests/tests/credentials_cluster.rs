@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use berth_crds::{HeaderValueSource, McpUpstream, ProxyConfig, UpstreamHeader};
-use berth_tests::cluster::{TestNamespace, client, shared_operator};
+use berth_tests::cluster::{TestNamespace, client, rejected_naming, shared_operator};
 use berth_tests::wait_for;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, SecretKeySelector};
@@ -29,21 +29,6 @@ fn header(name: &str, value: Option<&str>, secret: Option<(&str, &str)>) -> Upst
                 optional: None,
             },
         }),
-    }
-}
-
-async fn rejected_naming(ns: &TestNamespace, upstream: &McpUpstream, field: &str) {
-    let err = ns
-        .api::<McpUpstream>()
-        .create(&PostParams::default(), upstream)
-        .await
-        .expect_err("the API server must reject it");
-    match err {
-        kube::Error::Api(status) => {
-            assert_eq!(status.code, 422, "{status:?}");
-            assert!(status.message.contains(field), "{field}: {status:?}");
-        }
-        other => panic!("expected an API error, got {other}"),
     }
 }
 

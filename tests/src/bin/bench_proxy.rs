@@ -10,8 +10,15 @@
 //! else the `berth-proxy` beside this program (built with cargo in the same profile when
 //! missing). Everything is on 127.0.0.1; every count is bounded and every wait has a deadline.
 //!
+//! Closed loop (each of `concurrency` workers sends its next call when the last one returns)
+//! saturates this machine at concurrency 64, so the latency the proxy adds there is its CPU cost
+//! times the queue (Little's law), not the cost of one call. An open-loop row adds 64 sessions
+//! sending at a fixed total rate (`--rate`, below saturation), latency measured from each call's
+//! scheduled time so that a stall is not hidden (no coordinated omission).
+//!
 //! Run for meaningful figures: `cargo run --release -p berth-tests --bin bench_proxy`.
-//! Flags: `--requests N` (per run, default 10000), `--sessions N` (default 1000).
+//! Flags: `--requests N` (per run, default 10000), `--sessions N` (default 1000), `--rate N`
+//! (open-loop calls per second, default 2000).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -37,6 +44,7 @@ struct Args {
     proxy_bin: Option<PathBuf>,
     requests: usize,
     sessions: usize,
+    rate: u32,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -44,6 +52,7 @@ fn parse_args() -> anyhow::Result<Args> {
         proxy_bin: std::env::var_os("BERTH_PROXY_BIN").map(PathBuf::from),
         requests: 10_000,
         sessions: 1000,
+        rate: 2000,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -54,11 +63,16 @@ fn parse_args() -> anyhow::Result<Args> {
             "--proxy-bin" => args.proxy_bin = Some(value.into()),
             "--requests" => args.requests = value.parse().context("--requests")?,
             "--sessions" => args.sessions = value.parse().context("--sessions")?,
-            _ => bail!("unknown flag {flag} (known: --proxy-bin, --requests, --sessions)"),
+            "--rate" => args.rate = value.parse().context("--rate")?,
+            _ => bail!("unknown flag {flag} (known: --proxy-bin, --requests, --sessions, --rate)"),
         }
     }
     ensure!(args.requests >= 64, "--requests must be at least 64");
     ensure!(args.sessions <= 10_000, "--sessions is capped at 10000");
+    ensure!(
+        (64..=50_000).contains(&args.rate),
+        "--rate must be 64-50000"
+    );
     Ok(args)
 }
 
@@ -106,14 +120,23 @@ async fn main() -> anyhow::Result<()> {
         "p99",
         "proxy CPU/call"
     );
-    for concurrency in [1, 64] {
-        let direct = run(&client, &upstream.url, concurrency, args.requests).await?;
+    for (concurrency, rate) in [(1, None), (64, None), (64, Some(args.rate))] {
+        let load = Load {
+            concurrency,
+            requests: args.requests,
+            rate,
+        };
+        let direct = run(&client, &upstream.url, &load).await?;
         let cpu_before = proxy.cpu_seconds()?;
-        let proxied = run(&client, &proxy.mcp_url, concurrency, args.requests).await?;
+        let proxied = run(&client, &proxy.mcp_url, &load).await?;
         let cpu = proxy.cpu_seconds()? - cpu_before;
         let cpu_per_call = Duration::from_secs_f64(cpu / proxied.calls as f64);
+        let label = match rate {
+            None => concurrency.to_string(),
+            Some(rate) => format!("{concurrency}@{rate}/s"),
+        };
         println!(
-            "{concurrency:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
+            "{label:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
             ms(direct.p50),
             ms(direct.p99),
             direct.per_second,
@@ -252,36 +275,54 @@ struct Figures {
     per_second: f64,
 }
 
-/// `requests` calls (after a warm-up) over `concurrency` sessions, each worker sequential on
-/// its own session.
-async fn run(
-    client: &reqwest::Client,
-    url: &str,
+/// One run's shape: `requests` calls (after a warm-up) over `concurrency` sessions, each worker
+/// sequential on its own session; closed loop, or paced to `rate` calls per second in total.
+struct Load {
     concurrency: usize,
     requests: usize,
-) -> anyhow::Result<Figures> {
+    rate: Option<u32>,
+}
+
+async fn run(client: &reqwest::Client, url: &str, load: &Load) -> anyhow::Result<Figures> {
+    let concurrency = load.concurrency;
     let sessions = open_sessions(client, url, concurrency).await?;
     let ids = Arc::new(AtomicU64::new(1));
     let warm = WARM_UP.div_ceil(concurrency);
-    let per_worker = requests / concurrency;
+    let per_worker = load.requests / concurrency;
+    // Open loop: each worker's calls are due every `concurrency / rate` seconds; latency counts
+    // from when a call was due, so a call delayed by the one before it still pays for the wait.
+    let period = load
+        .rate
+        .map(|rate| Duration::from_secs_f64(concurrency as f64 / f64::from(rate)));
     let started = Instant::now();
     let mut workers = Vec::new();
-    for session in sessions {
+    for (n, session) in sessions.into_iter().enumerate() {
         let (client, url, ids) = (client.clone(), url.to_owned(), ids.clone());
         workers.push(tokio::spawn(async move {
             for _ in 0..warm {
                 call_echo(&client, &url, &session, &ids).await?;
             }
+            let mut ticks = period.map(|period| {
+                // Spread the workers' phases evenly over one period.
+                let offset = period.mul_f64(n as f64 / concurrency as f64);
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + offset, period);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                ticks
+            });
             let mut latencies = Vec::with_capacity(per_worker);
             for _ in 0..per_worker {
-                let start = Instant::now();
+                let due = match ticks.as_mut() {
+                    Some(ticks) => ticks.tick().await.into_std(),
+                    None => Instant::now(),
+                };
                 call_echo(&client, &url, &session, &ids).await?;
-                latencies.push(start.elapsed());
+                latencies.push(due.elapsed());
             }
             anyhow::Ok(latencies)
         }));
     }
-    let mut latencies = Vec::with_capacity(requests);
+    let mut latencies = Vec::with_capacity(load.requests);
     for worker in workers {
         latencies.extend(worker.await??);
     }

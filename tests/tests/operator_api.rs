@@ -659,6 +659,38 @@ async fn operator_api_turned_off_policy_and_budget_are_deleted() {
 }
 
 #[tokio::test]
+async fn operator_api_same_named_policy_it_does_not_own_is_left_alone() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-foreign").await;
+    // A NetworkPolicy someone else made, named like the McpUpstream that does not ask for one.
+    let foreign: NetworkPolicy = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "mine"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }))
+    .expect("policy");
+    let policies = ns.api::<NetworkPolicy>();
+    let made = policies
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign policy created");
+    create(&ns, &minimal("mine")).await;
+    // Once the operator has reconciled (status observed), the policy is still there.
+    let upstreams = ns.api::<McpUpstream>();
+    wait_for("status from the operator", RECONCILE_DEADLINE, || {
+        let upstreams = upstreams.clone();
+        async move {
+            let current = upstreams.get("mine").await.ok()?;
+            current.status?.observed_generation.map(drop)
+        }
+    })
+    .await;
+    let still = policies.get("mine").await.expect("foreign policy kept");
+    assert_eq!(still.uid(), made.uid());
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn operator_api_deleting_the_upstream_removes_everything_it_created() {
     shared_operator().await;
     let client = client().await;

@@ -5,6 +5,7 @@
 //! proxy's [`SessionSpec`]. Not responsible for: what the strategies do (the proxy).
 
 use kube::KubeSchema;
+use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::DurationString;
@@ -24,6 +25,7 @@ pub struct SessionSettings {
     /// Default: `Shared` for `StreamableHttp`, `PerClient` for `Stdio` (a stdio server speaks to
     /// exactly one client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "strategy_schema")]
     pub strategy: Option<SessionStrategy>,
     /// A client session with no request for this long ends; its next request gets HTTP 404 and
     /// the client starts a new session. Example `30m`. Default `30m`.
@@ -66,6 +68,12 @@ impl SessionSettings {
             max_sessions: self.max_sessions,
         }
     }
+}
+
+/// The strategy's schema, flat (a plain optional string enum), so the field's own description
+/// is what `kubectl explain` shows rather than the enum type's.
+fn strategy_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "enum": ["Shared", "PerClient"]})
 }
 
 fn default_idle_timeout() -> DurationString {

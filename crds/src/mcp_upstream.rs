@@ -361,6 +361,20 @@ mod tests {
     }
 
     #[test]
+    fn crd_pod_metadata_rules_reject_every_reserved_key() {
+        let yaml = crd_yaml().expect("crd renders");
+        for key in pod::RESERVED_POD_LABELS
+            .iter()
+            .chain(&pod::RESERVED_POD_ANNOTATIONS)
+        {
+            assert!(
+                yaml.contains(&format!("'{key}'")),
+                "{key} not in a CEL rule"
+            );
+        }
+    }
+
+    #[test]
     fn spec_minimal_yaml_gets_defaults() {
         let spec: McpUpstreamSpec = serde_yaml::from_str(
             "upstream: {image: 'r/x@sha256:0000000000000000000000000000000000000000000000000000000000000000'}",

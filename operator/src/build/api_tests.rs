@@ -372,3 +372,28 @@ fn build_http_spec_keeps_shared_default_and_service_has_no_affinity() {
     assert_eq!(service.session_affinity.as_deref(), Some("None"));
     assert_eq!(service.ports.as_ref().expect("ports")[0].port, 8000);
 }
+
+#[test]
+fn build_operator_pod_labels_and_annotation_are_the_ones_the_crd_reserves() {
+    let (_, children) = build_yaml(STDIO);
+    let metadata = children
+        .deployment
+        .spec
+        .template
+        .metadata
+        .expect("metadata");
+    let mut own: Vec<String> = metadata.labels.expect("labels").into_keys().collect();
+    own.sort();
+    let mut reserved = berth_crds::RESERVED_POD_LABELS.map(str::to_owned).to_vec();
+    reserved.sort();
+    assert_eq!(
+        own, reserved,
+        "spec.pod.labels' CEL rule must list exactly these"
+    );
+    let annotations: Vec<String> = metadata
+        .annotations
+        .expect("annotations")
+        .into_keys()
+        .collect();
+    assert_eq!(annotations, berth_crds::RESERVED_POD_ANNOTATIONS);
+}

@@ -426,3 +426,39 @@ async fn reconcile_deleted_child_is_applied_again() {
     );
     assert_eq!(ctx.metrics.writes("ConfigMap"), 2);
 }
+
+#[tokio::test]
+async fn reconcile_optional_children_are_applied_once_then_steady() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.network_policy.enabled = true;
+    upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
+        min_available: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+        max_unavailable: None,
+    });
+    reconcile(Arc::new(upstream.clone()), ctx.clone())
+        .await
+        .expect("first reconcile");
+    let first: Vec<String> = fake.writes().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        first.contains(
+            &"/apis/networking.k8s.io/v1/namespaces/demo/networkpolicies/everything".to_owned()
+        ) && first.contains(
+            &"/apis/policy/v1/namespaces/demo/poddisruptionbudgets/everything".to_owned()
+        ),
+        "{first:?}"
+    );
+    assert_eq!(first.len(), 7, "Secret, 5 applies and a status: {first:?}");
+    assert_eq!(ctx.metrics.writes("NetworkPolicy"), 1);
+    assert_eq!(ctx.metrics.writes("PodDisruptionBudget"), 1);
+
+    upstream.status = Some(
+        serde_json::from_value(fake.writes().last().expect("status").body["status"].clone())
+            .expect("status"),
+    );
+    reconcile(Arc::new(upstream), ctx.clone())
+        .await
+        .expect("second reconcile");
+    assert_eq!(fake.writes().len(), 7, "no write at steady state");
+}

@@ -601,3 +601,28 @@ async fn operator_api_deleting_the_upstream_removes_everything_it_created() {
     .await;
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn operator_api_shipped_examples_are_accepted_and_their_pods_admitted() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-examples").await;
+    for (file, text) in [
+        (
+            "production.yaml",
+            include_str!("../../examples/production.yaml"),
+        ),
+        (
+            "time-stdio.yaml",
+            include_str!("../../examples/time-stdio.yaml"),
+        ),
+    ] {
+        let example: McpUpstream =
+            serde_yaml::from_str(text).unwrap_or_else(|err| panic!("{file} parses: {err}"));
+        create(&ns, &example).await;
+        let name = example.name_any();
+        let replicas = usize::try_from(example.spec.replicas).expect("replicas");
+        eventually_pods(&ns, &name, replicas, CONTROLLERS_DEADLINE).await;
+    }
+    ns.delete().await;
+}

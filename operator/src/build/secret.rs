@@ -3,8 +3,11 @@
 //! case BR-35) and survives pod restarts.
 //!
 //! Created once with a fresh random key and never rewritten: [`crate::apply`] creates it only
-//! when it is absent, so reconciles and operator restarts keep every session valid. Deleting the
-//! Secret rotates the key (the operator creates a new one; pods pick it up when they restart).
+//! when it is absent, so reconciles and operator restarts keep every session valid. The operator
+//! does not watch Secrets (it holds no list/watch on them): a deleted session-key Secret is
+//! recreated with a new key at the McpUpstream's next reconcile (a change, or the periodic
+//! resync), and pods pick the new key up when they restart, which ends the sessions signed with
+//! the old one.
 //! Not responsible for: signing (the proxy, through `sessionKeyEnv` in its config).
 
 use std::collections::BTreeMap;

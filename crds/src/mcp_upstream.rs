@@ -49,7 +49,7 @@ use session::SessionSettings;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.proxy) || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
+#[x_kube(validation = Rule::new("!has(self.proxy) || (has(self.upstream.transport) && self.upstream.transport == 'Stdio') || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
 pub struct McpUpstreamSpec {
     /// The upstream MCP server: its image, transport and how it listens.
     pub upstream: UpstreamSpec,
@@ -165,7 +165,8 @@ pub struct UpstreamSpec {
     #[serde(default)]
     pub transport: Transport,
     /// TCP port the server listens on inside the pod (loopback is enough), 1-65535. Must differ
-    /// from the proxy's ports (`spec.proxy.port`, `spec.proxy.adminPort`). Default `3000`.
+    /// from the proxy's ports (`spec.proxy.port`, `spec.proxy.adminPort`). Unused for `Stdio`.
+    /// Default `3000`.
     #[serde(default = "default_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,

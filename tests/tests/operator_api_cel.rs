@@ -149,5 +149,24 @@ async fn operator_api_cel_rejections_name_the_field() {
     )
     .await
     .expect("shapes within the rules are accepted");
+    // A stdio server has no port, so its unused default cannot clash with the proxy's.
+    let stdio = upstream(
+        "stdio",
+        &format!(
+            "{}  proxy: {{port: 3000}}\n",
+            up(", transport: Stdio, command: [srv]")
+        ),
+    );
+    ns.api::<McpUpstream>()
+        .create(&PostParams::default(), &stdio)
+        .await
+        .expect("a stdio upstream's unused port does not clash");
+    assert_rejected(
+        &ns,
+        "http port clash",
+        &format!("{}  proxy: {{port: 3000}}\n", up("")),
+        "spec.upstream.port",
+    )
+    .await;
     ns.delete().await;
 }

@@ -19,6 +19,13 @@ step "MCP peers (npm, pip)"
 BERTH_PYTHON="$(tests/peers/python/install.sh | tail -n 1)"
 export BERTH_PYTHON
 
+step "nginx (reverse proxy and round-robin ingress in front of the proxy; BR-17, BR-35)"
+if [[ ! -x /usr/sbin/nginx ]]; then
+  # Debian's service start is refused where policy-rc.d forbids it; tests start their own
+  # nginx on 127.0.0.1 from a temporary prefix either way.
+  apt-get update -q >/dev/null && apt-get install -y -q nginx-light >/dev/null
+fi
+
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
 log="$state/cargo-test.log"

@@ -146,6 +146,7 @@ impl ProxyConfig {
         self.timeouts.connect()?;
         self.session.idle_timeout()?;
         self.timeouts.call()?;
+        self.timeouts.max_call()?;
         self.tools_probe.interval()?;
         if let Some(finding) = self.tools.check().into_iter().next() {
             return Err(ProxyConfigError::Tools(finding));
@@ -379,6 +380,7 @@ pub enum DriftPolicy {
 /// against an upstream that accepts TCP and never answers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{"rule": "!has(self.maxCall) || duration(self.maxCall) >= duration(self.call)", "message": "spec.timeouts.maxCall must be at least spec.timeouts.call"}]))]
 pub struct TimeoutsSpec {
     /// Budget for reaching the upstream and completing the MCP handshake (`initialize` and
     /// `notifications/initialized`), e.g. `10s`. Default `10s`.
@@ -390,6 +392,13 @@ pub struct TimeoutsSpec {
     #[serde(default = "default_call")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.timeouts.call must be more than 0s and at most 168h"}]))]
     pub call: DurationString,
+    /// Hard cap for a request that reports progress, e.g. `10m`. When set, each
+    /// `notifications/progress` of a request restarts its `call` budget, never past `maxCall`
+    /// from receipt; without it, progress does not extend the `call` budget. Must be at least
+    /// `call`, at most 168h. Default: unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) <= duration('168h')", "message": "spec.timeouts.maxCall must be at most 168h"}]))]
+    pub max_call: Option<DurationString>,
 }
 
 impl Default for TimeoutsSpec {
@@ -397,6 +406,7 @@ impl Default for TimeoutsSpec {
         Self {
             connect: default_connect(),
             call: default_call(),
+            max_call: None,
         }
     }
 }
@@ -426,6 +436,27 @@ impl TimeoutsSpec {
             });
         }
         Ok(call)
+    }
+
+    /// The hard cap for requests that report progress, if set (at least the `call` budget).
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `maxCall` does not parse or is below `call`.
+    pub fn max_call(&self) -> Result<Option<Duration>, ProxyConfigError> {
+        let Some(max_call) = &self.max_call else {
+            return Ok(None);
+        };
+        let cap = parse_field("timeouts.maxCall", max_call)?;
+        if cap < self.call()? {
+            return Err(ProxyConfigError::Duration {
+                field: "timeouts.maxCall",
+                source: DurationError {
+                    value: max_call.0.clone(),
+                    reason: "must be at least timeouts.call",
+                },
+            });
+        }
+        Ok(Some(cap))
     }
 }
 

@@ -6,6 +6,9 @@
 //! revision 2025-03-26, are refused with -32600); a non-initialize message needs a live
 //! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
 
+mod auth;
+
+pub use auth::BearerToken;
 mod era;
 mod initialize;
 
@@ -41,11 +44,34 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
             post(handle_post).get(handle_get).delete(handle_delete),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&proxy),
+            auth::require_bearer,
+        ))
         .with_state(proxy)
 }
 
 fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
+/// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
+fn live_session(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
+    if let Some(session) = proxy.sessions.get(id) {
+        return Some(session);
+    }
+    if proxy.strategy != berth_crds::SessionStrategy::Shared {
+        return None;
+    }
+    let session = proxy.sessions.adopt(id)?;
+    proxy.metrics.downstream_sessions_adopted.inc();
+    proxy
+        .metrics
+        .downstream_sessions
+        .set(proxy.sessions.len() as i64);
+    tracing::debug!(session = id, "adopted a session another replica issued");
+    Some(session)
 }
 
 async fn handle_post(
@@ -120,7 +146,7 @@ async fn handle_post(
             "missing Mcp-Session-Id header: send initialize first",
         );
     };
-    let Some(session) = proxy.sessions.get(header) else {
+    let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &request_id);
     };
     match message {
@@ -330,7 +356,7 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
         )
         .into_response();
     };
-    let Some(session) = proxy.sessions.get(header) else {
+    let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &Value::Null).into_response();
     };
     // The standalone stream carries server messages (fanout) until the session ends or the
@@ -361,6 +387,8 @@ async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> R
         )
         .into_response();
     };
+    // A signed id from another replica is ended here too, so it is not adopted later.
+    let _ = live_session(&proxy, header);
     if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {

@@ -77,6 +77,9 @@ pub struct Metrics {
     pub downstream_sessions: IntGauge,
     /// `berth_proxy_downstream_sessions_expired_total`: client sessions ended by idle expiry.
     pub downstream_sessions_expired: IntCounter,
+    /// `berth_proxy_downstream_sessions_adopted_total`: client sessions issued by another
+    /// replica (signed id) and served here (field case BR-35).
+    pub downstream_sessions_adopted: IntCounter,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,
 }
@@ -189,6 +192,11 @@ impl Metrics {
             "downstream sessions ended by idle expiry",
         )
         .expect("valid metric");
+        let downstream_sessions_adopted = IntCounter::new(
+            "berth_proxy_downstream_sessions_adopted_total",
+            "downstream sessions issued by another replica (signed id) and served here",
+        )
+        .expect("valid metric");
         let invalid_messages = IntCounterVec::new(
             Opts::new(
                 "berth_proxy_invalid_messages_total",
@@ -221,6 +229,7 @@ impl Metrics {
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
             Box::new(downstream_sessions_expired.clone()),
+            Box::new(downstream_sessions_adopted.clone()),
             Box::new(invalid_messages.clone()),
             Box::new(build_info),
         ];
@@ -256,6 +265,7 @@ impl Metrics {
             tools_discovered,
             downstream_sessions,
             downstream_sessions_expired,
+            downstream_sessions_adopted,
             invalid_messages,
         }
     }

@@ -22,6 +22,16 @@ pub enum StartError {
     /// The upstream client cannot be built.
     #[error("invalid upstream settings")]
     Upstream(#[from] UpstreamError),
+    /// A secret the config names by environment variable is unset, empty or unusable.
+    #[error("environment variable {var} (from {field}) {problem}")]
+    Secret {
+        /// The variable's name.
+        var: String,
+        /// The config field that names it.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
     /// A listen address cannot be bound.
     #[error("failed to bind {addr}")]
     Bind {
@@ -45,6 +55,8 @@ pub struct Proxy {
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.
     pub call_budget: Duration,
+    /// `timeouts.maxCall`: when set, progress restarts the call budget up to this cap.
+    pub max_call: Option<Duration>,
     /// `timeouts.connect`.
     pub connect_budget: Duration,
     /// Fires when the proxy shuts down; long-lived streams end with it.
@@ -57,6 +69,8 @@ pub struct Proxy {
     pub max_sessions: usize,
     /// The upstream endpoint, for `PerClient` sessions.
     pub http: HttpUpstream,
+    /// `downstreamAuth`: the bearer token clients must present; `None` admits every client.
+    pub downstream_token: Option<crate::front::BearerToken>,
 }
 
 impl Proxy {
@@ -166,7 +180,9 @@ pub async fn start_on(
     config.check()?;
     let connect_budget = config.timeouts.connect()?;
     let call_budget = config.timeouts.call()?;
+    let max_call = config.timeouts.max_call()?;
     let idle_timeout = config.session.idle_timeout()?;
+    let (downstream_token, sessions) = downstream_secrets(config, env, idle_timeout)?;
     let url = config.upstream.url.as_deref().unwrap_or_default();
     let headers = config.upstream.resolve_headers(env)?;
     let http = HttpUpstream::new(url, connect_budget, &headers)?;
@@ -188,16 +204,18 @@ pub async fn start_on(
     );
     let proxy = Arc::new(Proxy {
         upstream,
-        sessions: Sessions::new(idle_timeout),
+        sessions,
         subscriptions: Subscriptions::default(),
         metrics,
         call_budget,
+        max_call,
         connect_budget,
         shutdown: shutdown.clone(),
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         max_sessions: config.session.max_sessions as usize,
         http,
+        downstream_token,
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
@@ -231,6 +249,41 @@ pub async fn start_on(
         shutdown,
         tasks,
     })
+}
+
+/// The client bearer token (`downstreamAuth.bearerTokenEnv`) and the session store, signing ids
+/// with the key from `sessionKeyEnv` when set. Both variables, when named, must hold a value.
+fn downstream_secrets(
+    config: &ProxyConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    idle_timeout: Duration,
+) -> Result<(Option<crate::front::BearerToken>, Sessions), StartError> {
+    let token = match &config.downstream_auth {
+        None => None,
+        Some(auth) => Some(
+            env(&auth.bearer_token_env)
+                .as_deref()
+                .and_then(crate::front::BearerToken::new)
+                .ok_or_else(|| StartError::Secret {
+                    var: auth.bearer_token_env.clone(),
+                    field: "downstreamAuth.bearerTokenEnv",
+                    problem: "is unset or empty".to_owned(),
+                })?,
+        ),
+    };
+    let mut sessions = Sessions::new(idle_timeout);
+    if let Some(var) = &config.session_key_env {
+        let secret = |problem: String| StartError::Secret {
+            var: var.clone(),
+            field: "sessionKeyEnv",
+            problem,
+        };
+        let key = env(var).ok_or_else(|| secret("is unset".to_owned()))?;
+        let signer = crate::sessions::signed_id::SessionSigner::new(key.as_bytes())
+            .map_err(|short| secret(short.to_string()))?;
+        sessions = sessions.with_signer(signer);
+    }
+    Ok((token, sessions))
 }
 
 fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, StartError> {

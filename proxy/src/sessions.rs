@@ -4,6 +4,13 @@
 //! Session ids are 128 random bits from the operating system's CSPRNG (UUID v4), so they cannot
 //! be guessed. An unknown, deleted or expired id is answered with 404 by the front, which makes
 //! MCP clients start a new session (MCP 2025-06-18, "Session Management"; field case BR-02).
+//!
+//! With a session key (`sessionKeyEnv`) ids are signed instead ([`signed_id`]), and a request
+//! naming a validly signed id this replica does not hold is served by adopting the session
+//! ([`Sessions::adopt`]; field case BR-35). An id ended here (DELETE or idle expiry) is
+//! remembered for one idle timeout so it cannot be adopted back on this replica.
+
+pub mod signed_id;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -184,6 +191,8 @@ fn id_key(id: &Value) -> String {
 pub struct Sessions {
     map: RwLock<HashMap<String, Arc<DownstreamSession>>>,
     idle_timeout: Duration,
+    signer: Option<signed_id::SessionSigner>,
+    ended: Mutex<HashMap<String, Instant>>,
 }
 
 impl Sessions {
@@ -192,18 +201,51 @@ impl Sessions {
         Self {
             map: RwLock::new(HashMap::new()),
             idle_timeout,
+            signer: None,
+            ended: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Creates a session with a fresh random id.
-    pub fn create(
+    /// The same store issuing ids signed by `signer`, and adopting ids it signed.
+    pub fn with_signer(mut self, signer: signed_id::SessionSigner) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// The session a validly signed `id` names, created on this replica from the id's claims
+    /// (protocol revision, declared capabilities). `None` without a key, for an id this key did
+    /// not sign, or for an id ended on this replica. The caller adopts only where a session
+    /// needs no per-session upstream state (strategy `Shared`).
+    pub fn adopt(&self, id: &str) -> Option<Arc<DownstreamSession>> {
+        let claims = self.signer.as_ref()?.verify(id)?;
+        if self
+            .ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
+        {
+            return None;
+        }
+        let session = self.new_session(
+            id.to_owned(),
+            &claims.protocol_version,
+            claims.capabilities_object(),
+            None,
+        );
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        // Two concurrent first requests: keep whichever was inserted first.
+        Some(Arc::clone(map.entry(id.to_owned()).or_insert(session)))
+    }
+
+    fn new_session(
         &self,
+        id: String,
         protocol_version: &str,
         client_capabilities: Value,
         dedicated: Option<crate::per_client::Dedicated>,
     ) -> Arc<DownstreamSession> {
-        let session = Arc::new(DownstreamSession {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+        Arc::new(DownstreamSession {
+            id,
             protocol_version: protocol_version.to_owned(),
             client_capabilities,
             last_seen: Mutex::new(Instant::now()),
@@ -213,7 +255,21 @@ impl Sessions {
             standalone: Mutex::new(None),
             dedicated,
             closed: CancellationToken::new(),
-        });
+        })
+    }
+
+    /// Creates a session with a fresh random id.
+    pub fn create(
+        &self,
+        protocol_version: &str,
+        client_capabilities: Value,
+        dedicated: Option<crate::per_client::Dedicated>,
+    ) -> Arc<DownstreamSession> {
+        let id = match &self.signer {
+            Some(signer) => signer.mint(protocol_version, &client_capabilities),
+            None => uuid::Uuid::new_v4().simple().to_string(),
+        };
+        let session = self.new_session(id, protocol_version, client_capabilities, dedicated);
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert(session.id.clone(), Arc::clone(&session));
         session
@@ -244,6 +300,10 @@ impl Sessions {
             let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
             map.remove(id)
         };
+        if self.signer.is_some() {
+            let mut ended = self.ended.lock().unwrap_or_else(|e| e.into_inner());
+            ended.insert(id.to_owned(), Instant::now());
+        }
         let Some(session) = removed else {
             return false;
         };
@@ -257,6 +317,10 @@ impl Sessions {
     /// Ids of every session idle for longer than the idle timeout (the caller ends them).
     pub fn expired_ids(&self) -> Vec<String> {
         let now = Instant::now();
+        self.ended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, at| now.duration_since(*at) <= self.idle_timeout);
         let map = self.map.read().unwrap_or_else(|e| e.into_inner());
         map.values()
             .filter(|s| s.idle_for(now) > self.idle_timeout)
@@ -342,6 +406,27 @@ mod tests {
             assert!(s.push_standalone(json!(n)));
         }
         assert!(!s.push_standalone(json!("overflow")), "bounded buffer");
+    }
+
+    #[test]
+    fn signed_ids_are_adopted_by_a_replica_with_the_key_unless_ended_there() {
+        let key = b"0123456789abcdef-shared";
+        let signer = || signed_id::SessionSigner::new(key).expect("key");
+        let a = Sessions::new(Duration::from_secs(60)).with_signer(signer());
+        let b = Sessions::new(Duration::from_secs(60)).with_signer(signer());
+        let s = a.create("2025-03-26", json!({"sampling": {}}), None);
+        assert!(b.get(s.id()).is_none(), "b never saw it");
+        let adopted = b.adopt(s.id()).expect("b verifies a's id");
+        assert_eq!(adopted.protocol_version(), "2025-03-26");
+        assert!(adopted.accepts_server_request("sampling/createMessage"));
+        assert!(b.get(s.id()).is_some(), "kept after adoption");
+        assert!(b.remove(s.id()));
+        assert!(b.adopt(s.id()).is_none(), "ended here: not adopted back");
+        let unsigned = Sessions::new(Duration::from_secs(60));
+        assert!(unsigned.adopt(s.id()).is_none(), "no key, no adoption");
+        let other = Sessions::new(Duration::from_secs(60))
+            .with_signer(signed_id::SessionSigner::new(b"another-key-0123456").expect("key"));
+        assert!(other.adopt(s.id()).is_none(), "other key");
     }
 
     #[test]

@@ -281,14 +281,22 @@ pub async fn eventually_pods(
     .await
 }
 
-/// The message of the API server's refusal `err` (HTTP 422 expected for a schema or CEL
-/// rejection).
+/// Creates `upstream` in `ns` and asserts the API server rejects it (422) with a message that
+/// names `field`.
 ///
 /// # Panics
-/// When `err` is not an API error with status 422.
-pub fn invalid_message(err: kube::Error) -> String {
+/// When the object is accepted or the error is another.
+pub async fn rejected_naming(ns: &TestNamespace, upstream: &McpUpstream, field: &str) {
+    let err = ns
+        .api::<McpUpstream>()
+        .create(&PostParams::default(), upstream)
+        .await
+        .expect_err("the API server must reject it");
     match err {
-        kube::Error::Api(status) if status.code == 422 => status.message,
-        other => panic!("expected a 422 Invalid from the API server, got {other:?}"),
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(status.message.contains(field), "{field}: {status:?}");
+        }
+        other => panic!("expected an API error, got {other}"),
     }
 }

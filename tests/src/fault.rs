@@ -13,7 +13,7 @@
 //! spec leaves a choice it copies the TypeScript SDK (status codes and bodies of errors).
 
 mod http;
-mod silent;
+pub mod silent;
 mod tools;
 
 use std::collections::{HashMap, HashSet};
@@ -161,10 +161,18 @@ impl Builder {
     /// # Panics
     /// When it cannot bind.
     pub async fn start(self) -> FaultUpstream {
-        let handle = FaultHandle(Arc::new(Mutex::new(Inner::new(self))));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fault upstream");
+        self.start_on(listener)
+    }
+
+    /// Starts serving `/mcp` on `listener` (e.g. a black hole being opened up).
+    ///
+    /// # Panics
+    /// When the listener has no local address.
+    pub fn start_on(self, listener: tokio::net::TcpListener) -> FaultUpstream {
+        let handle = FaultHandle(Arc::new(Mutex::new(Inner::new(self))));
         let addr = listener.local_addr().expect("fault upstream addr");
         let app = http::router(handle.clone()).into_make_service_with_connect_info::<SocketAddr>();
         let task = tokio::spawn(async move {
@@ -214,6 +222,11 @@ impl FaultUpstream {
     /// When it cannot bind.
     pub async fn silent() -> SilentUpstream {
         silent().await
+    }
+
+    /// A port that silently drops connection attempts; see [`silent::black_hole`].
+    pub async fn black_hole() -> silent::BlackHole {
+        silent::black_hole().await
     }
 
     /// A URL on which connections are refused; see [`closed_port_url`].

@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod fault;
+pub mod nginx;
 pub mod peers;
 pub mod proxy;
 pub mod tap;

@@ -5,7 +5,7 @@
 //! Needs `KUBECONFIG` pointing at `tests/controlplane/up.sh`'s cluster (`make test` does this).
 
 use berth_crds::McpUpstream;
-use berth_tests::cluster::{TestNamespace, client, invalid_message, shared_operator};
+use berth_tests::cluster::{TestNamespace, client, rejected_naming, shared_operator};
 use kube::api::PostParams;
 
 const IMAGE: &str = "registry.example/acme/search-mcp@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -20,13 +20,8 @@ fn upstream(name: &str, spec: &str) -> McpUpstream {
 
 /// Creates `spec` and expects the API server to refuse it with a message containing `field`.
 async fn assert_rejected(ns: &TestNamespace, case: &str, spec: &str, field: &str) {
-    let err = ns
-        .api::<McpUpstream>()
-        .create(&PostParams::default(), &upstream("bad", spec))
-        .await
-        .expect_err(case);
-    let message = invalid_message(err);
-    assert!(message.contains(field), "{case}: {message}");
+    eprintln!("case: {case}");
+    rejected_naming(ns, &upstream("bad", spec), field).await;
 }
 
 #[tokio::test]

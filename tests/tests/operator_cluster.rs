@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use berth_crds::{McpUpstream, PROXY_CONFIG_KEY, ProxyConfig};
-use berth_tests::cluster::{PROXY_IMAGE, TestNamespace, client, shared_operator};
+use berth_tests::cluster::{PROXY_IMAGE, TestNamespace, client, rejected_naming, shared_operator};
 use berth_tests::wait_for;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, Service};
@@ -266,18 +266,7 @@ async fn mcp_upstream_image_by_tag_is_rejected_by_api_server_naming_the_field() 
     let ns = TestNamespace::create(&client, "op-tag").await;
     let mut upstream = everything();
     upstream.spec.upstream.image = "docker.io/mcp/everything:latest".to_owned();
-    let err = ns
-        .api::<McpUpstream>()
-        .create(&PostParams::default(), &upstream)
-        .await
-        .expect_err("a tag-only image must be rejected");
-    match err {
-        kube::Error::Api(status) => {
-            assert_eq!(status.code, 422, "{status:?}");
-            assert!(status.message.contains("spec.upstream.image"), "{status:?}");
-        }
-        other => panic!("expected an API error, got {other}"),
-    }
+    rejected_naming(&ns, &upstream, "spec.upstream.image").await;
     ns.delete().await;
 }
 
@@ -289,24 +278,25 @@ async fn mcp_upstream_port_clashing_with_proxy_port_is_rejected_naming_the_field
     let mut upstream = everything();
     upstream.spec.proxy.admin_port = 9100;
     upstream.spec.upstream.port = 9100;
-    let err = ns
-        .api::<McpUpstream>()
-        .create(&PostParams::default(), &upstream)
-        .await
-        .expect_err("an upstream port equal to the proxy's admin port must be rejected");
-    match err {
-        kube::Error::Api(status) => {
-            assert_eq!(status.code, 422, "{status:?}");
-            assert!(status.message.contains("spec.upstream.port"), "{status:?}");
-        }
-        other => panic!("expected an API error, got {other}"),
-    }
+    rejected_naming(&ns, &upstream, "spec.upstream.port").await;
     // Moving the proxy's port instead makes the same upstream port valid.
     upstream.spec.proxy.admin_port = 9091;
     ns.api::<McpUpstream>()
         .create(&PostParams::default(), &upstream)
         .await
         .expect("distinct ports are accepted");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn mcp_upstream_max_call_below_call_is_rejected_naming_the_field() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "op-maxcall").await;
+    let mut upstream = everything();
+    upstream.spec.timeouts.call = berth_crds::DurationString::new("60s");
+    upstream.spec.timeouts.max_call = Some(berth_crds::DurationString::new("30s"));
+    rejected_naming(&ns, &upstream, "spec.timeouts.maxCall").await;
     ns.delete().await;
 }
 

@@ -248,7 +248,7 @@ async fn br_18_black_holed_upstream_fails_within_budget() {
             "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
         let reply = post_raw(&url, None, &init.to_string()).await;
         let elapsed = started.elapsed();
-        assert_eq!(reply.status, 503);
+        assert_eq!(reply.status, 504, "connect budget ran out: {reply:?}");
         assert_eq!(reply.last()["id"], json!(1));
         assert!(
             elapsed < Duration::from_secs(3),
@@ -709,30 +709,25 @@ async fn era_stateless_request_gets_32022_naming_supported_versions() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
-async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
+/// Calls the fault upstream's `slow` tool (3 progress notifications 500 ms apart, then the
+/// result) at `url` and returns the response headers and when each SSE event arrived.
+async fn progress_arrivals(
+    url: &str,
+    session: &str,
+) -> (reqwest::header::HeaderMap, Vec<Duration>) {
     use futures::StreamExt;
-    let upstream = FaultUpstream::builder().start().await;
-    let proxy = start_ready(&config(&upstream.url, "10s")).await;
-    let url = mcp_url(&proxy);
-    let session = open_session(&url).await;
     let body = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{
         "name":"slow","arguments":{"ms":1500},"_meta":{"progressToken":"p"}}});
     let response = reqwest::Client::new()
-        .post(&url)
+        .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
+        .header("mcp-session-id", session)
         .body(body.to_string())
         .send()
         .await
         .expect("post");
     let headers = response.headers().clone();
-    assert_eq!(headers["content-type"], "text/event-stream");
-    assert_eq!(headers["cache-control"], "no-cache");
-    assert_eq!(headers["x-accel-buffering"], "no");
-    assert!(headers.get("content-length").is_none());
-    assert!(headers.get("content-encoding").is_none());
     let started = Instant::now();
     let mut arrivals = Vec::new();
     let mut events = sse_stream::SseByteStream::new(response.bytes_stream());
@@ -742,6 +737,21 @@ async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
         }
     }
     assert_eq!(arrivals.len(), 4, "3 progress + result: {arrivals:?}");
+    (headers, arrivals)
+}
+
+#[tokio::test]
+async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let (headers, arrivals) = progress_arrivals(&url, &session).await;
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(headers["cache-control"], "no-cache");
+    assert_eq!(headers["x-accel-buffering"], "no");
+    assert!(headers.get("content-length").is_none());
+    assert!(headers.get("content-encoding").is_none());
     // The fault upstream sleeps 500 ms per step: events arrive spread out, not in one batch.
     assert!(
         arrivals[0] < Duration::from_millis(900),
@@ -750,6 +760,33 @@ async fn br_17_sse_replies_are_unbuffered_and_flushed_per_event() {
     assert!(
         arrivals[2] - arrivals[0] >= Duration::from_millis(700),
         "{arrivals:?}"
+    );
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn br_17_sse_through_nginx_with_default_buffering_arrives_per_event() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let backend = [proxy.mcp_addr.to_string()];
+    // nginx's defaults: proxy_buffering on, HTTP/1.0 to the backend.
+    let nginx = berth_tests::nginx::Nginx::start(&backend, "").await;
+    let session = open_session(&nginx.mcp_url()).await;
+    let (_, arrivals) = progress_arrivals(&nginx.mcp_url(), &session).await;
+    assert!(
+        arrivals[0] < Duration::from_millis(900)
+            && arrivals[2] - arrivals[0] >= Duration::from_millis(700),
+        "each event flushed through nginx on its own: {arrivals:?}"
+    );
+    // Control: the same nginx told to ignore X-Accel-Buffering holds the events back, so the
+    // header (not luck) is what keeps the stream live.
+    let ignoring =
+        berth_tests::nginx::Nginx::start(&backend, "proxy_ignore_headers X-Accel-Buffering;").await;
+    let session = open_session(&ignoring.mcp_url()).await;
+    let (_, held) = progress_arrivals(&ignoring.mcp_url(), &session).await;
+    assert!(
+        held[2] - held[0] < Duration::from_millis(300),
+        "without the header nginx batches the events: {held:?}"
     );
     proxy.shutdown().await;
 }
@@ -823,7 +860,7 @@ async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget(
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
     let reply = post_raw(&mcp_url(&proxy), None, &init.to_string()).await;
-    assert_eq!(reply.status, 503);
+    assert!(matches!(reply.status, 502 | 504), "{reply:?}");
     assert_eq!(reply.last()["id"], json!(1));
     assert!(
         started.elapsed() < Duration::from_secs(2),
@@ -832,4 +869,76 @@ async fn br_13_upstream_that_never_completes_initialize_hits_the_connect_budget(
     upstream.update(|f| f.handshake_delay = Duration::ZERO);
     berth_tests::proxy::wait_ready(&proxy, Duration::from_secs(15)).await;
     proxy.shutdown().await;
+}
+
+/// `slow` with a progress token over `url`: `(final message, seconds taken)`.
+async fn slow_with_progress(
+    url: &str,
+    session: &str,
+    id: u64,
+    ms: u64,
+    steps: u64,
+) -> (Value, f64) {
+    let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{
+        "name":"slow","arguments":{"ms":ms,"steps":steps},"_meta":{"progressToken":format!("p{id}")}}});
+    let started = Instant::now();
+    let reply = post_raw(url, Some(session), &body.to_string()).await;
+    (reply.last().clone(), started.elapsed().as_secs_f64())
+}
+
+#[tokio::test]
+async fn progress_restarts_the_call_budget_only_with_max_call_and_never_past_it() {
+    let upstream = FaultUpstream::builder().start().await;
+    // Without maxCall: progress every 400 ms does not extend a 1 s budget.
+    let plain = start_ready(&config(&upstream.url, "1s")).await;
+    let url = mcp_url(&plain);
+    let session = open_session(&url).await;
+    let (reply, took) = slow_with_progress(&url, &session, 2, 2400, 6).await;
+    assert_eq!(
+        reply["error"]["data"]["outcome"],
+        json!("timeout"),
+        "{reply}"
+    );
+    assert!(took < 1.8, "timed out at the 1 s budget: {took}");
+    plain.shutdown().await;
+
+    // With maxCall 3s: the same call completes, each progress restarting the 1 s budget...
+    let mut cfg = config(&upstream.url, "1s");
+    cfg.timeouts.max_call = Some(DurationString::new("3s"));
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let (reply, _) = slow_with_progress(&url, &session, 3, 2400, 6).await;
+    assert_eq!(text(&reply), json!("slept 2400 ms"), "{reply}");
+    // ...but a call that keeps reporting progress still ends at the 3 s cap, and is cancelled
+    // upstream.
+    let (reply, took) = slow_with_progress(&url, &session, 4, 8000, 20).await;
+    assert_eq!(reply["id"], json!(4));
+    assert_eq!(
+        reply["error"]["data"]["outcome"],
+        json!("timeout"),
+        "{reply}"
+    );
+    assert!((2.8..4.0).contains(&took), "ended at the hard cap: {took}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while upstream.cancellations().len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        upstream.cancellations().len(),
+        2,
+        "both timeouts cancelled upstream"
+    );
+    proxy.shutdown().await;
+}
+
+#[test]
+fn max_call_below_call_is_a_config_error_naming_the_field() {
+    let mut cfg = config("http://127.0.0.1:1/mcp", "10s");
+    cfg.timeouts.max_call = Some(DurationString::new("5s"));
+    let error = cfg.check().expect_err("maxCall < call");
+    assert!(
+        format!("{error:?}").contains("timeouts.maxCall"),
+        "{error:?}"
+    );
 }

@@ -16,14 +16,17 @@ use crate::server_request;
 use crate::upstream::UpstreamError;
 
 /// Relays until the final response, the deadline, the client's cancellation, or the client
-/// going away.
+/// going away. With `timeouts.maxCall`, each `notifications/progress` of the call restarts the
+/// `timeouts.call` budget, never past `maxCall` from receipt (issue 3, "Budgets").
 pub(super) async fn run(
     call: Call,
     mut stream: BoxStream<'static, Result<Value, UpstreamError>>,
     tx: mpsc::Sender<Value>,
-    deadline: tokio::time::Instant,
+    mut deadline: tokio::time::Instant,
     cancelled: CancellationToken,
 ) {
+    let budget = call.proxy.call_budget;
+    let cap = call.proxy.max_call.map(|max| deadline - budget + max);
     loop {
         let next = tokio::select! {
             () = tx.closed() => return call.finish(Outcome::Cancelled),
@@ -52,7 +55,14 @@ pub(super) async fn run(
             return;
         }
         let forward = match Message::classify(message.clone()) {
-            Ok(Message::Notification { .. }) => Some(call.restore(message)),
+            Ok(Message::Notification { method, .. }) => {
+                if let Some(cap) = cap
+                    && method == "notifications/progress"
+                {
+                    deadline = (tokio::time::Instant::now() + budget).min(cap);
+                }
+                Some(call.restore(message))
+            }
             Ok(Message::Request { id, method, .. }) => server_request(&call, message, id, &method),
             _ => {
                 tracing::debug!("ignored unexpected message on an upstream response stream");

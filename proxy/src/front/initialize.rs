@@ -29,7 +29,7 @@ pub async fn handle(
     body: &Map<String, Value>,
 ) -> Answer {
     if let Some(header) = header {
-        if proxy.sessions.get(header).is_some() {
+        if super::live_session(proxy, header).is_some() {
             return refused(
                 proxy,
                 "reinitialize",
@@ -46,10 +46,11 @@ pub async fn handle(
         .get("capabilities")
         .cloned()
         .unwrap_or_else(|| json!({}));
+    let started = std::time::Instant::now();
     let (upstream, dedicated) = match proxy.strategy {
         SessionStrategy::Shared => match proxy.upstream.session(proxy.connect_budget).await {
             Some(upstream) => (upstream, None),
-            None => return unavailable(id),
+            None => return unavailable(id, started.elapsed() >= proxy.connect_budget),
         },
         SessionStrategy::PerClient => {
             if proxy.sessions.len() >= proxy.max_sessions {
@@ -81,7 +82,7 @@ pub async fn handle(
                         .with_label_values(&["error"])
                         .inc();
                     tracing::warn!(error = %error, kind = error.kind(), "per-client upstream handshake failed");
-                    return unavailable(id);
+                    return unavailable(id, started.elapsed() >= proxy.connect_budget);
                 }
             }
         }
@@ -111,9 +112,17 @@ pub async fn handle(
     }
 }
 
-fn unavailable(id: &Value) -> Answer {
+/// No upstream session for a new client: 504 when `timeouts.connect` ran out (a black-holed or
+/// silent upstream), 502 when the upstream failed sooner (refused, reset, bad handshake); field
+/// case BR-18. Either way a JSON-RPC error under the request id, outcome `upstream_unavailable`.
+fn unavailable(id: &Value, timed_out: bool) -> Answer {
+    let status = if timed_out {
+        StatusCode::GATEWAY_TIMEOUT
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
     Answer::error_with_data(
-        StatusCode::SERVICE_UNAVAILABLE,
+        status,
         id,
         jsonrpc::UPSTREAM_UNAVAILABLE,
         "upstream MCP server is unavailable",

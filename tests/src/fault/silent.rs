@@ -56,3 +56,58 @@ pub async fn silent() -> SilentUpstream {
 pub fn closed_port_url() -> String {
     format!("http://127.0.0.1:{}/mcp", crate::free_port())
 }
+
+/// A 127.0.0.1 port where connection attempts are silently dropped, like a firewall `DROP` or
+/// an unroutable address (field case BR-18), without privileges: a listener with a backlog of
+/// zero that never accepts, its accept queue filled by filler connections, so the kernel drops
+/// every further SYN and a client's `connect` hangs until its own timeout.
+pub struct BlackHole {
+    /// An MCP endpoint URL on it, `http://127.0.0.1:<port>/mcp`.
+    pub url: String,
+    /// Its address.
+    pub addr: SocketAddr,
+    listener: tokio::net::TcpListener,
+    _fillers: Vec<tokio::net::TcpStream>,
+}
+
+impl BlackHole {
+    /// Opens the hole: a well-behaved fault upstream starts accepting on the same port (the
+    /// queued filler connections are accepted and closed by it).
+    pub fn open(self) -> super::FaultUpstream {
+        super::FaultUpstream::builder().start_on(self.listener)
+    }
+}
+
+/// Starts a [`BlackHole`].
+///
+/// # Panics
+/// When it cannot bind, or its accept queue never fills within 64 connections.
+pub async fn black_hole() -> BlackHole {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind black hole");
+    let listener = socket.listen(0).expect("listen with backlog 0");
+    let addr = listener.local_addr().expect("black hole addr");
+    let mut fillers = Vec::new();
+    loop {
+        let attempt = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            tokio::net::TcpStream::connect(addr),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(stream)) => fillers.push(stream),
+            Ok(Err(error)) => panic!("filling the black hole's queue: {error}"),
+            // This SYN was dropped: the queue is full.
+            Err(_) => break,
+        }
+        assert!(fillers.len() < 64, "accept queue never filled");
+    }
+    BlackHole {
+        url: format!("http://{addr}/mcp"),
+        addr,
+        listener,
+        _fillers: fillers,
+    }
+}

@@ -32,8 +32,8 @@ pub(super) fn definitions() -> Vec<Value> {
             "inputSchema": object}),
         json!({
             "name": "slow",
-            "description": "Answers after `ms` milliseconds, with 3 progress notifications.",
-            "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}},
+            "description": "Answers after `ms` milliseconds, with `steps` (default 3) progress notifications.",
+            "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}, "steps": {"type": "integer"}}},
         }),
         json!({"name": "ask",
             "description": "Asks the client for sampling, elicitation and roots, in turn.",
@@ -152,18 +152,20 @@ impl Call {
         }
     }
 
-    /// Sleeps `arguments.ms` in three steps, sending progress after each when asked to.
+    /// Sleeps `arguments.ms` in `arguments.steps` (default 3) steps, sending progress after
+    /// each when asked to.
     async fn slow(&self) -> Option<Value> {
         let ms = self.arguments["ms"].as_u64().unwrap_or(0);
-        let step = Duration::from_millis(ms / 3);
-        for n in 1..=3 {
+        let steps = self.arguments["steps"].as_u64().unwrap_or(3).max(1);
+        let step = Duration::from_millis(ms / steps);
+        for n in 1..=steps {
             tokio::select! {
                 () = tokio::time::sleep(step) => {}
                 () = self.cancel.cancelled() => return None,
             }
             if let Some(token) = &self.progress_token {
                 self.send(json!({"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {"progressToken": token, "progress": n, "total": 3}}))
+                    "params": {"progressToken": token, "progress": n, "total": steps}}))
                     .await;
             }
         }

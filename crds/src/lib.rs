@@ -11,6 +11,12 @@ pub mod proxy_config;
 pub mod tool_policy;
 
 pub use duration::{DurationError, DurationString};
+pub use mcp_upstream::disruption::PodDisruptionBudgetSpec;
+pub use mcp_upstream::network_policy::{EgressPort, EgressRule, NetworkPolicySpec, Protocol};
+pub use mcp_upstream::pod::{PodOverrides, RESERVED_POD_ANNOTATIONS, RESERVED_POD_LABELS};
+pub use mcp_upstream::proxy_auth::{ProxyAuth, SecretKeyReference};
+pub use mcp_upstream::security::{UpstreamCapabilities, UpstreamSecurityContext};
+pub use mcp_upstream::session::SessionSettings;
 pub use mcp_upstream::{
     HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, Transport,
     UpstreamHeader, UpstreamSpec, crd_yaml,

@@ -4,21 +4,36 @@
 //! Field doc comments here are user documentation: they become the CRD's `description`s and so
 //! what `kubectl explain mcpupstream.spec` prints.
 
-use k8s_openapi::api::core::v1::{EnvVar, SecretKeySelector};
+pub mod disruption;
+pub mod network_policy;
+pub mod pod;
+pub mod proxy_auth;
+pub mod security;
+pub mod session;
+
+use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::core::crd::CustomResourceExt;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::proxy_config::{SessionSpec, TimeoutsSpec, ToolsProbeSpec};
+use crate::proxy_config::{TimeoutsSpec, ToolsProbeSpec};
 use crate::tool_policy::ToolsPolicySpec;
+use disruption::PodDisruptionBudgetSpec;
+use network_policy::NetworkPolicySpec;
+use pod::PodOverrides;
+use proxy_auth::ProxyAuth;
+use security::UpstreamSecurityContext;
+use session::SessionSettings;
 
 /// An MCP server run in production behind the berth proxy.
 ///
 /// The operator turns it into a Deployment whose pods pair the berth proxy with the upstream MCP
-/// server as a digest-pinned native sidecar, a Service in front of the proxy, and a ConfigMap
-/// holding the proxy's configuration.
+/// server as a digest-pinned native sidecar, a Service in front of the proxy, a ConfigMap
+/// holding the proxy's configuration and a Secret `<name>-session-key` holding the key that
+/// signs client session ids (so any replica accepts a session another issued), plus an
+/// optional NetworkPolicy and PodDisruptionBudget. Deleting the McpUpstream deletes them all.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "berth.dev",
@@ -34,16 +49,18 @@ use crate::tool_policy::ToolsPolicySpec;
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(self.proxy) || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
+#[x_kube(validation = Rule::new("!has(self.proxy) || (has(self.upstream.transport) && self.upstream.transport == 'Stdio') || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
 pub struct McpUpstreamSpec {
     /// The upstream MCP server: its image, transport and how it listens.
     pub upstream: UpstreamSpec,
-    /// The berth proxy container: its ports. Default: `{port: 8080, adminPort: 9090}`.
+    /// The berth proxy container: its ports, resources and client authentication. Default:
+    /// `{port: 8080, adminPort: 9090}`.
     #[serde(default)]
     pub proxy: ProxySpec,
-    /// How client sessions map onto upstream sessions. Default: `{strategy: Shared}`.
+    /// How client sessions map onto upstream sessions. Default: `Shared` strategy for HTTP
+    /// upstreams, `PerClient` for stdio ones; `{idleTimeout: 30m, maxSessions: 16}`.
     #[serde(default)]
-    pub session: SessionSpec,
+    pub session: SessionSettings,
     /// When the proxy lists the upstream's tools. Readiness waits for the first listing unless
     /// the policy is `Never`. Default: `{policy: OnStart, interval: 5m}`.
     #[serde(default)]
@@ -54,6 +71,29 @@ pub struct McpUpstreamSpec {
     /// Which upstream tools clients may see and call. Default: every tool.
     #[serde(default, skip_serializing_if = "is_default")]
     pub tools: ToolsPolicySpec,
+    /// Number of pods, 1-1000. Every replica accepts every client session (session ids are
+    /// signed with the shared key in the Secret `<name>-session-key`, field case BR-35), so the
+    /// Service needs no session affinity; each replica keeps its own upstream session.
+    /// Default `1`.
+    #[serde(default = "default_replicas")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub replicas: i32,
+    /// Scheduling and metadata of the pods: nodeSelector, tolerations, affinity,
+    /// priorityClassName, serviceAccountName, imagePullSecrets, extra labels and annotations.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub pod: PodOverrides,
+    /// An optional NetworkPolicy: ingress only to the proxy's ports, egress only to DNS and the
+    /// listed destinations. Default: none (`enabled: false`).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub network_policy: NetworkPolicySpec,
+    /// An optional PodDisruptionBudget, for example `{minAvailable: 1}`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_disruption_budget: Option<PodDisruptionBudgetSpec>,
+}
+
+fn default_replicas() -> i32 {
+    1
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -75,6 +115,15 @@ pub struct ProxySpec {
     #[serde(default = "default_admin_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub admin_port: i32,
+    /// CPU and memory requests and limits of the proxy container, in the Kubernetes form, for
+    /// example `{requests: {cpu: 50m, memory: 32Mi}, limits: {memory: 128Mi}}`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Client authentication, for example
+    /// `{bearerTokenSecretRef: {name: weather-clients, key: token}}`. Default: none (any client
+    /// that reaches the Service may connect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ProxyAuth>,
 }
 
 impl Default for ProxySpec {
@@ -82,6 +131,8 @@ impl Default for ProxySpec {
         Self {
             port: default_proxy_port(),
             admin_port: default_admin_port(),
+            resources: None,
+            auth: None,
         }
     }
 }
@@ -97,6 +148,8 @@ fn default_admin_port() -> i32 {
 /// The upstream MCP server container, run as a native sidecar next to the proxy.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.transport) || self.transport != 'Stdio' || !has(self.headers)").message("spec.upstream.headers apply only to StreamableHttp upstreams; a Stdio server gets settings through spec.upstream.env"))]
+#[x_kube(validation = Rule::new("!has(self.transport) || self.transport != 'Stdio' || has(self.command)").message("spec.upstream.command is required when spec.upstream.transport is Stdio (the operator cannot read the image's entrypoint)"))]
 pub struct UpstreamSpec {
     /// Container image of the MCP server, pinned by digest: `name@sha256:<64 lowercase hex>`,
     /// for example `ghcr.io/acme/mcp-server@sha256:3f1c...`. Tags alone (`:latest`) are rejected
@@ -105,12 +158,15 @@ pub struct UpstreamSpec {
     #[schemars(length(max = 512))]
     pub image: String,
     /// How the proxy talks to the server. `StreamableHttp` (default): the server serves MCP
-    /// Streamable HTTP on `port` and `path` on the pod's loopback. `Stdio`: reserved for
-    /// servers that speak newline-delimited JSON-RPC on stdin/stdout; not served yet.
+    /// Streamable HTTP on `port` and `path` on the pod's loopback. `Stdio`: the server speaks
+    /// newline-delimited JSON-RPC on stdin/stdout; the sidecar runs a berth stdio host that
+    /// starts one server process (`command` plus `args`) per client session, at most
+    /// `spec.session.maxSessions`. `Stdio` requires `command`; `port` and `path` are unused.
     #[serde(default)]
     pub transport: Transport,
     /// TCP port the server listens on inside the pod (loopback is enough), 1-65535. Must differ
-    /// from the proxy's ports (`spec.proxy.port`, `spec.proxy.adminPort`). Default `3000`.
+    /// from the proxy's ports (`spec.proxy.port`, `spec.proxy.adminPort`). Unused for `Stdio`.
+    /// Default `3000`.
     #[serde(default = "default_port")]
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
@@ -118,14 +174,37 @@ pub struct UpstreamSpec {
     #[serde(default = "default_path")]
     #[x_kube(validation = Rule::new("self.startsWith('/')").message("spec.upstream.path must start with /"))]
     pub path: String,
-    /// Arguments passed to the image's entrypoint, for example `["streamableHttp"]`.
-    /// Default: none (the image's own `CMD`).
+    /// The server's program and its leading arguments, for example `["node", "dist/index.js"]`
+    /// or `["mcp-server-time"]`. With `StreamableHttp` it replaces the image's entrypoint
+    /// (default: the image's own `ENTRYPOINT`). With `Stdio` it is required: the operator cannot
+    /// read an image's entrypoint, and the stdio host runs `command` then `args` for each
+    /// client session. At most 64 entries; neither the list nor its first entry may be empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("size(self) > 0 && size(self[0]) > 0").message("spec.upstream.command must not be empty: give the program to run, for example [\"mcp-server-time\"]"))]
+    pub command: Option<Vec<String>>,
+    /// Arguments passed after `command` (or to the image's entrypoint), for example
+    /// `["streamableHttp"]`. Default: none (the image's own `CMD`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// Environment variables of the server container, in the Kubernetes `EnvVar` form
     /// (`value` or `valueFrom`). Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    /// Whole ConfigMaps or Secrets exposed as environment variables of the server container,
+    /// in the Kubernetes `envFrom` form, for example `[{secretRef: {name: weather-api}}]`.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_from: Vec<EnvFromSource>,
+    /// CPU and memory requests and limits of the server container (for stdio: of all its
+    /// server processes together), for example `{limits: {memory: 512Mi}}`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Security overrides of the server container, limited to what the `restricted` Pod
+    /// Security profile allows, for example `{runAsUser: 1000, readOnlyRootFilesystem: true}`.
+    /// Default: none (non-root user 65532, no privilege escalation, every capability dropped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<UpstreamSecurityContext>,
     /// HTTP headers the proxy presents on every request to the upstream (for example an
     /// `Authorization` the upstream requires). Each takes its value from a Secret key
     /// (`valueFrom.secretKeyRef`, recommended) or a literal `value`. The proxy reads Secret values
@@ -280,6 +359,20 @@ mod tests {
         let yaml = crd_yaml().expect("crd renders");
         assert!(yaml.contains("x-kubernetes-validations"));
         assert!(yaml.contains("spec.upstream.image must be pinned by digest"));
+    }
+
+    #[test]
+    fn crd_pod_metadata_rules_reject_every_reserved_key() {
+        let yaml = crd_yaml().expect("crd renders");
+        for key in pod::RESERVED_POD_LABELS
+            .iter()
+            .chain(&pod::RESERVED_POD_ANNOTATIONS)
+        {
+            assert!(
+                yaml.contains(&format!("'{key}'")),
+                "{key} not in a CEL rule"
+            );
+        }
     }
 
     #[test]

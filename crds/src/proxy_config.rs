@@ -164,7 +164,15 @@ impl ProxyConfig {
                 })
             }
             Transport::StreamableHttp => Ok(()),
-            Transport::Stdio => Err(ProxyConfigError::UnsupportedTransport(Transport::Stdio)),
+            Transport::Stdio
+                if self.upstream.command.is_empty() == self.upstream.socket.is_none() =>
+            {
+                Err(ProxyConfigError::Missing {
+                    field: "exactly one of upstream.command and upstream.socket",
+                    transport: Transport::Stdio,
+                })
+            }
+            Transport::Stdio => Ok(()),
         }
     }
 }
@@ -516,6 +524,22 @@ mod tests {
         let text = "listen: a:1\nadminListen: b:2\nupstream: {transport: StreamableHttp}\n";
         let err = ProxyConfig::from_yaml(text).expect_err("missing url rejected");
         assert!(err.to_string().contains("upstream.url"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_stdio_needs_exactly_one_of_command_and_socket() {
+        let base = "listen: a:1\nadminListen: b:2\nupstream: {transport: Stdio";
+        let socket = format!("{base}, socket: /berth/stdio/host.sock}}\n");
+        assert!(ProxyConfig::from_yaml(&socket).is_ok(), "socket alone");
+        let command = format!("{base}, command: [mcp-server-time]}}\n");
+        assert!(ProxyConfig::from_yaml(&command).is_ok(), "command alone");
+        for bad in [
+            format!("{base}}}\n"),
+            format!("{base}, socket: /s, command: [x]}}\n"),
+        ] {
+            let err = ProxyConfig::from_yaml(&bad).expect_err("neither or both");
+            assert!(err.to_string().contains("upstream.socket"), "{err}");
+        }
     }
 
     #[test]

@@ -15,8 +15,13 @@
 //! references, so status updates by other controllers do not trigger applies. After an
 //! operator restart every child is applied once.
 //!
-//! Not responsible for: deleting children (the garbage collector does that through the owner
-//! references).
+//! Two children are handled differently. The session-key Secret is created once and never
+//! applied again, so its random key survives reconciles and operator restarts ([`ensure_created`]).
+//! The optional NetworkPolicy and PodDisruptionBudget are deleted when the spec stops asking for
+//! them, and only when this McpUpstream owns them ([`remove_unwanted`]).
+//!
+//! Not responsible for: deleting children of a deleted McpUpstream (the garbage collector does
+//! that through the owner references).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -26,14 +31,15 @@ use std::sync::{Mutex, PoisonError};
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::FIELD_MANAGER;
-use crate::build::Children;
+use crate::build::{Children, Optional, secret};
 use crate::metrics::Metrics;
 use crate::reconcile::Error;
 
@@ -47,6 +53,13 @@ pub struct Applied {
 
 /// Kind, namespace and name of a child.
 type ChildKey = (&'static str, String, String);
+
+/// The record of an optional child known to be absent (no real object hashes to all zeros
+/// in both fields in practice; at worst one more GET).
+const ABSENT: Record = Record {
+    desired: 0,
+    observed: 0,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Record {
@@ -71,24 +84,151 @@ impl Applied {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(key, record);
     }
+
+    fn forget(&self, key: &ChildKey) {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+    }
 }
 
-/// Applies the ConfigMap, then the Service, then the Deployment (so the config the pods mount
-/// exists before they do), and returns the Deployment as the API server now holds it, status
-/// included. A child that already matches what was last applied is read, not written; every
-/// write is counted in `metrics`.
+/// Makes sure the session-key Secret exists, applies the ConfigMap and the Service, applies or
+/// removes the NetworkPolicy and PodDisruptionBudget, then applies the Deployment (so what the
+/// pods mount exists before they do), and returns the Deployment as the API server now holds
+/// it, status included. A child that already matches what was last applied is read, not
+/// written; every write is counted in `metrics`.
 ///
 /// # Errors
-/// [`Error::Apply`] naming the first object the API server refused (read or write).
+/// [`Error::Apply`] naming the first object the API server refused (read or write), or
+/// [`Error::Build`] when no session key could be generated.
 pub async fn apply(
     client: &Client,
     applied: &Applied,
     metrics: &Metrics,
     children: &Children,
 ) -> Result<Deployment, Error> {
+    ensure_created(client, metrics, &children.session_key).await?;
     apply_one(client, applied, metrics, &children.config_map).await?;
     apply_one(client, applied, metrics, &children.service).await?;
+    apply_optional(client, applied, metrics, &children.network_policy).await?;
+    apply_optional(client, applied, metrics, &children.pod_disruption_budget).await?;
     apply_one(client, applied, metrics, &children.deployment).await
+}
+
+/// Creates the session-key Secret with a fresh key when it does not exist; an existing one
+/// (whatever its content) is left alone, so the key is never rotated by a reconcile. Costs a GET
+/// per reconcile and a write only when the Secret is absent.
+async fn ensure_created(
+    client: &Client,
+    metrics: &Metrics,
+    template: &Secret,
+) -> Result<(), Error> {
+    let name = template.name_any();
+    let api: Api<Secret> = match template.namespace() {
+        Some(namespace) => Api::namespaced(client.clone(), &namespace),
+        None => Api::default_namespaced(client.clone()),
+    };
+    let failed = |source| Error::Apply {
+        kind: "Secret",
+        name: name.clone(),
+        source,
+    };
+    if api.get_opt(&name).await.map_err(failed)?.is_some() {
+        return Ok(());
+    }
+    let secret = secret::with_fresh_key(template.clone())?;
+    metrics.count_write("Secret");
+    match api.create(&PostParams::default(), &secret).await {
+        Ok(_) => Ok(()),
+        // Created between the GET and the POST (by an earlier, abandoned reconcile): keep it.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(err) => Err(failed(err)),
+    }
+}
+
+/// Applies a wanted optional child, or removes an unwanted one.
+async fn apply_optional<K>(
+    client: &Client,
+    applied: &Applied,
+    metrics: &Metrics,
+    child: &Optional<K>,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned,
+{
+    match child {
+        Optional::Wanted(object) => apply_one(client, applied, metrics, object).await.map(drop),
+        Optional::Unwanted {
+            namespace,
+            name,
+            owner_uid,
+        } => remove_unwanted::<K>(client, applied, metrics, (namespace, name), owner_uid).await,
+    }
+}
+
+/// Deletes the child `name` of kind `K` if it exists and its controller is the McpUpstream with
+/// uid `owner_uid` (a same-named object someone else made is left alone). The delete carries a
+/// uid precondition, so an object replaced in between is not touched.
+async fn remove_unwanted<K>(
+    client: &Client,
+    applied: &Applied,
+    metrics: &Metrics,
+    (namespace, name): (&str, &str),
+    owner_uid: &str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + DeserializeOwned,
+{
+    let kind = <K as k8s_openapi::Resource>::KIND;
+    let key: ChildKey = (kind, namespace.to_owned(), name.to_owned());
+    // Once seen absent, it stays absent until this operator applies it: only the operator
+    // creates objects its McpUpstream controls.
+    if applied.is_current(&key, ABSENT) {
+        return Ok(());
+    }
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let failed = |source| Error::Apply {
+        kind,
+        name: name.to_owned(),
+        source,
+    };
+    let Some(current) = api.get_opt(name).await.map_err(failed)? else {
+        applied.remember(key, ABSENT);
+        return Ok(());
+    };
+    let owned = current
+        .owner_references()
+        .iter()
+        .any(|r| r.controller == Some(true) && r.uid == owner_uid);
+    if !owned {
+        applied.forget(&key);
+        return Ok(());
+    }
+    metrics.count_write(kind);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: current.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+        Err(err) => return Err(failed(err)),
+    }
+    applied.remember(key, ABSENT);
+    Ok(())
 }
 
 /// Server-side applies one namespaced object (its serialization carries `apiVersion` and

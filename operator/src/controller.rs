@@ -16,6 +16,8 @@ use berth_crds::McpUpstream;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -335,7 +337,18 @@ async fn run_controller(
         scoped::<Service>(&client, namespace.as_deref()),
         owned.clone(),
     )
-    .owns(scoped::<ConfigMap>(&client, namespace.as_deref()), owned)
+    .owns(
+        scoped::<ConfigMap>(&client, namespace.as_deref()),
+        owned.clone(),
+    )
+    .owns(
+        scoped::<NetworkPolicy>(&client, namespace.as_deref()),
+        owned.clone(),
+    )
+    .owns(
+        scoped::<PodDisruptionBudget>(&client, namespace.as_deref()),
+        owned,
+    )
     .with_config(controller::Config::default().concurrency(concurrency))
     .graceful_shutdown_on(stop.cancelled_owned())
     .run(reconcile, error_policy, context)

@@ -1,8 +1,10 @@
 //! The Berth operator: reconciles each `McpUpstream` into the Kubernetes objects that run it.
 //!
 //! Responsible for: turning an `McpUpstream` into a ConfigMap (the rendered proxy config), a
-//! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar) and
-//! a Service, keeping them as declared (server-side apply, hand edits reverted, no write at
+//! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar, or
+//! for stdio servers a stdio host in the server's image), a Service, a create-once Secret with
+//! the session-signing key, and the opt-in NetworkPolicy and PodDisruptionBudget, keeping them
+//! as declared (server-side apply, hand edits reverted, no write at
 //! steady state), and reporting `status` (`observedGeneration`, `endpoint`, the `Ready`
 //! condition) plus Prometheus metrics; with leader election, reconciling only while holding a
 //! Lease ([`controller`]).

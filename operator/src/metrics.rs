@@ -23,10 +23,13 @@ pub const WRITE_MCP_UPSTREAM_STATUS: &str = "McpUpstreamStatus";
 /// `kind` label value of an Event publication.
 pub const WRITE_EVENT: &str = "Event";
 /// Every `kind` label value of `berth_operator_api_writes_total`.
-pub const WRITE_KINDS: [&str; 5] = [
+pub const WRITE_KINDS: [&str; 8] = [
     "Deployment",
     "Service",
     "ConfigMap",
+    "Secret",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
     WRITE_MCP_UPSTREAM_STATUS,
     WRITE_EVENT,
 ];

@@ -1,8 +1,8 @@
 //! Step 1 of a reconcile: decide whether an `McpUpstream` can be served, without touching the
 //! cluster.
 //!
-//! Responsible for: rules the CRD schema cannot express or that this operator version adds
-//! (unserved transports and session strategies, names that must fit a Service), and re-checking
+//! Responsible for: rules the CRD schema cannot express or that an older installed CRD may
+//! lack (names that must fit a Service, a stdio upstream's command), and re-checking
 //! the rendered proxy config with [`ProxyConfig::check`] so a pod never starts with a config the
 //! proxy would refuse. Not responsible for: rules the API server already enforces through the
 //! CRD schema (digest-pinned image, port range); those never reach the operator.
@@ -45,7 +45,9 @@ impl InvalidSpec {
 ///
 /// # Errors
 /// [`InvalidSpec`] for the first rule broken, naming the field: a name that is not a DNS-1035
-/// label, `spec.upstream.transport: Stdio` (not served yet), or a duration that does not parse.
+/// label, a `Stdio` upstream without a non-empty `spec.upstream.command` (the CRD's CEL rules
+/// already refuse it; re-checked in case an older CRD is installed), or a duration that does not
+/// parse.
 pub fn validate(upstream: &McpUpstream) -> Result<ProxyConfig, InvalidSpec> {
     let name = upstream.name_any();
     if !is_dns1035_label(&name) {
@@ -58,10 +60,11 @@ pub fn validate(upstream: &McpUpstream) -> Result<ProxyConfig, InvalidSpec> {
         ));
     }
     let spec = &upstream.spec;
-    if spec.upstream.transport == Transport::Stdio {
+    let program = spec.upstream.command.as_deref().and_then(<[String]>::first);
+    if spec.upstream.transport == Transport::Stdio && program.is_none_or(String::is_empty) {
         return Err(InvalidSpec::new(
-            "spec.upstream.transport",
-            "Stdio is not served by this operator version yet; use StreamableHttp",
+            "spec.upstream.command",
+            "is required and must not be empty when spec.upstream.transport is Stdio",
         ));
     }
     let config = proxy_config(spec);
@@ -127,13 +130,39 @@ mod tests {
     }
 
     #[test]
-    fn validate_stdio_transport_is_invalid_naming_the_field() {
-        let err = validate(&fixture("w", ", transport: Stdio", "")).expect_err("stdio not served");
-        assert_eq!(err.field, "spec.upstream.transport");
-        assert!(
-            err.message.starts_with("spec.upstream.transport: Stdio"),
-            "{err}"
+    fn validate_stdio_without_command_is_invalid_naming_the_field() {
+        for upstream in [", transport: Stdio", ", transport: Stdio, command: []"] {
+            let err = validate(&fixture("w", upstream, "")).expect_err("no command");
+            assert_eq!(err.field, "spec.upstream.command", "{upstream}");
+            assert!(err.message.starts_with("spec.upstream.command:"), "{err}");
+        }
+    }
+
+    #[test]
+    fn validate_stdio_renders_socket_config_with_per_client_default() {
+        let config = validate(&fixture(
+            "w",
+            ", transport: Stdio, command: [mcp-server-time]",
+            "",
+        ))
+        .expect("stdio with a command is served");
+        assert_eq!(config.upstream.transport, Transport::Stdio);
+        assert_eq!(
+            config.upstream.socket.as_deref(),
+            Some("/berth/stdio/host.sock")
         );
+        assert_eq!(config.upstream.url, None);
+        assert_eq!(
+            config.session.strategy,
+            berth_crds::SessionStrategy::PerClient
+        );
+        let shared = validate(&fixture(
+            "w",
+            ", transport: Stdio, command: [x]",
+            "  session: {strategy: Shared}\n",
+        ))
+        .expect("stdio shared is served");
+        assert_eq!(shared.session.strategy, berth_crds::SessionStrategy::Shared);
     }
 
     #[test]

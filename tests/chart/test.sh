@@ -211,6 +211,11 @@ for resource in deployments.apps services configmaps; do
   for verb in get create patch; do can "$verb" "$resource" -n team-a; done
 done
 for verb in create patch; do can "$verb" events.events.k8s.io -n team-a; done
+for verb in get create; do can "$verb" secrets -n team-a; done
+for resource in networkpolicies.networking.k8s.io poddisruptionbudgets.policy; do
+  for verb in list watch; do can "$verb" "$resource" --all-namespaces; done
+  for verb in get create patch delete; do can "$verb" "$resource" -n team-a; done
+done
 # Leader election: the Lease in the release namespace only.
 for verb in get create update patch watch; do can "$verb" leases.coordination.k8s.io -n "$ns"; done
 cannot update leases.coordination.k8s.io -n team-a
@@ -235,7 +240,9 @@ done <<< "$rules"
 # What it must not do.
 cannot delete deployments.apps -n team-a
 cannot update deployments.apps -n team-a
-cannot get secrets -n team-a
+for verb in list watch update patch delete; do cannot "$verb" secrets -n team-a; done
+cannot delete services -n team-a
+cannot delete configmaps -n team-a
 cannot create roles.rbac.authorization.k8s.io -n team-a
 cannot create mcpupstreams.berth.dev -n team-a
 cannot update customresourcedefinitions.apiextensions.k8s.io

@@ -220,6 +220,67 @@ impl TestNamespace {
     }
 }
 
+/// Waits until `name` exists in `api` and returns it.
+///
+/// # Panics
+/// When `deadline` passes first.
+pub async fn eventually_get<K>(api: &Api<K>, name: &str, deadline: Duration) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("{} {name} to exist", std::any::type_name::<K>());
+    crate::wait_for(&what, deadline, || {
+        let (api, name) = (api.clone(), name.to_owned());
+        async move { api.get_opt(&name).await.ok().flatten() }
+    })
+    .await
+}
+
+/// Waits until `name` is gone from `api`.
+///
+/// # Panics
+/// When `deadline` passes first.
+pub async fn eventually_gone<K>(api: &Api<K>, name: &str, deadline: Duration)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let what = format!("{} {name} to be deleted", std::any::type_name::<K>());
+    crate::wait_for(&what, deadline, || {
+        let (api, name) = (api.clone(), name.to_owned());
+        async move { matches!(api.get_opt(&name).await, Ok(None)).then_some(()) }
+    })
+    .await;
+}
+
+/// Waits until the ReplicaSet controller has created at least `count` Pods of the McpUpstream
+/// `name` in `ns` (selected by `app.kubernetes.io/instance`) and returns them. A Pod exists only
+/// if the API server admitted it, so in a [`TestNamespace`] this proves the template meets the
+/// "restricted" Pod Security Standard.
+///
+/// # Panics
+/// When `deadline` passes first.
+pub async fn eventually_pods(
+    ns: &TestNamespace,
+    name: &str,
+    count: usize,
+    deadline: Duration,
+) -> Vec<k8s_openapi::api::core::v1::Pod> {
+    let pods = ns.api::<k8s_openapi::api::core::v1::Pod>();
+    let selector = format!("app.kubernetes.io/instance={name}");
+    let what = format!("{count} pod(s) of {name} from the ReplicaSet controller");
+    crate::wait_for(&what, deadline, || {
+        let (pods, selector) = (pods.clone(), selector.clone());
+        async move {
+            let list = pods
+                .list(&kube::api::ListParams::default().labels(&selector))
+                .await
+                .ok()?;
+            (list.items.len() >= count).then_some(list.items)
+        }
+    })
+    .await
+}
+
 /// Creates `upstream` in `ns` and asserts the API server rejects it (422) with a message that
 /// names `field`.
 ///

@@ -79,8 +79,13 @@ async fn mcp_upstream_secret_header_reaches_the_proxy_as_env_not_configmap() {
         .find(|c| c.name == "proxy")
         .expect("proxy container");
     let env = proxy.env.clone().unwrap_or_default();
-    assert_eq!(env.len(), 1, "{env:?}");
-    let selector = env[0]
+    // The header's variable, besides the session key every proxy gets (BR-35).
+    let header: Vec<_> = env
+        .iter()
+        .filter(|e| e.name.starts_with("BERTH_UPSTREAM_HEADER_"))
+        .collect();
+    assert_eq!(header.len(), 1, "{env:?}");
+    let selector = header[0]
         .value_from
         .as_ref()
         .and_then(|v| v.secret_key_ref.as_ref())
@@ -108,7 +113,7 @@ async fn mcp_upstream_secret_header_reaches_the_proxy_as_env_not_configmap() {
     let config = ProxyConfig::from_yaml(&text).expect("parses");
     let auth = &config.upstream.headers[0];
     assert_eq!(auth.value, None);
-    assert_eq!(auth.value_env.as_deref(), Some(env[0].name.as_str()));
+    assert_eq!(auth.value_env.as_deref(), Some(header[0].name.as_str()));
     assert_eq!(config.upstream.headers[1].value.as_deref(), Some("search"));
     assert_eq!(config.tools.allow, Some(vec!["echo".to_owned()]));
     ns.delete().await;

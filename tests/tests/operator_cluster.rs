@@ -454,25 +454,27 @@ async fn mcp_upstream_deployment_available_becomes_ready() {
     ns.delete().await;
 }
 
+/// An McpUpstream name the API server accepts but no Service can have.
+const INVALID_NAME: &str = "everything.v2";
+
 #[tokio::test]
-async fn mcp_upstream_stdio_transport_is_invalid_spec_with_warning_event() {
+async fn mcp_upstream_name_unfit_for_a_service_is_invalid_spec_with_warning_event() {
     shared_operator().await;
     let client = client().await;
     let ns = TestNamespace::create(&client, "op-invalid").await;
+    // A valid object name (a DNS subdomain) that cannot name a Service (not a DNS-1035 label):
+    // the API server accepts it, the operator cannot serve it.
     let mut upstream = everything();
-    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
+    upstream.metadata.name = Some(INVALID_NAME.to_owned());
     create(&ns, &upstream).await;
 
-    let upstream = eventually_upstream(&ns, "everything", "Ready=False InvalidSpec", |u| {
+    let upstream = eventually_upstream(&ns, INVALID_NAME, "Ready=False InvalidSpec", |u| {
         ready_condition(u).is_some_and(|c| c.reason == "InvalidSpec")
     })
     .await;
     let ready = ready_condition(&upstream).expect("Ready condition");
     assert_eq!(ready.status, "False");
-    assert!(
-        ready.message.contains("spec.upstream.transport"),
-        "{ready:?}"
-    );
+    assert!(ready.message.contains("metadata.name"), "{ready:?}");
     assert_eq!(
         upstream.status.as_ref().and_then(|s| s.observed_generation),
         upstream.metadata.generation
@@ -487,7 +489,7 @@ async fn mcp_upstream_stdio_transport_is_invalid_spec_with_warning_event() {
             async move {
                 let list = events.list(&ListParams::default()).await.ok()?;
                 list.items.into_iter().find(|e| {
-                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("everything")
+                    e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(INVALID_NAME)
                         && e.reason.as_deref() == Some("InvalidSpec")
                 })
             }
@@ -503,13 +505,13 @@ async fn mcp_upstream_stdio_transport_is_invalid_spec_with_warning_event() {
         event
             .note
             .as_deref()
-            .is_some_and(|n| n.contains("spec.upstream.transport")),
+            .is_some_and(|n| n.contains("metadata.name")),
         "{event:?}"
     );
     // Nothing is deployed for a spec that cannot be served.
     assert!(
         ns.api::<Deployment>()
-            .get_opt("everything")
+            .get_opt(INVALID_NAME)
             .await
             .expect("get")
             .is_none(),

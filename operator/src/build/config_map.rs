@@ -6,35 +6,54 @@
 use std::collections::BTreeMap;
 
 use berth_crds::{
-    HeaderSource, McpUpstreamSpec, PROXY_CONFIG_KEY, ProxyConfig, Transport, UpstreamEndpoint,
+    DownstreamAuth, HeaderSource, McpUpstreamSpec, PROXY_CONFIG_KEY, ProxyConfig, Transport,
+    UpstreamEndpoint,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 
+use super::secret::SESSION_KEY_ENV;
+use super::stdio::STDIO_SOCKET;
 use super::{BuildError, Owner};
+
+/// Proxy environment variable holding the bearer token clients must present, filled by the
+/// kubelet from `spec.proxy.auth.bearerTokenSecretRef`.
+pub const DOWNSTREAM_TOKEN_ENV: &str = "BERTH_DOWNSTREAM_TOKEN";
 
 /// Name of the ConfigMap of the McpUpstream named `upstream_name`: `<name>-proxy`.
 pub fn name(upstream_name: &str) -> String {
     format!("{upstream_name}-proxy")
 }
 
-/// The proxy config for `spec`: MCP on `0.0.0.0:<proxy.port>`, admin on `0.0.0.0:<proxy.adminPort>`, the upstream
-/// sidecar reached on the pod's loopback at `http://127.0.0.1:<port><path>`, and the session,
-/// tools-probe and timeout settings copied unchanged (they are the same types).
+/// The proxy config for `spec`: MCP on `0.0.0.0:<proxy.port>`, admin on
+/// `0.0.0.0:<proxy.adminPort>`; the upstream either the HTTP sidecar on the pod's loopback at
+/// `http://127.0.0.1:<port><path>` or, for `Stdio`, the stdio host's socket [`STDIO_SOCKET`];
+/// the session strategy resolved for the transport ([`berth_crds::SessionSettings::resolve`]);
+/// tools-probe, timeout and tool-policy settings copied unchanged; client auth through
+/// [`DOWNSTREAM_TOKEN_ENV`] when `spec.proxy.auth` is set; and session ids always signed with
+/// the key in [`SESSION_KEY_ENV`] (field case BR-35).
 ///
 /// Pure and unchecked; [`crate::validate::validate`] calls [`ProxyConfig::check`] on it.
 pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
+    let transport = spec.upstream.transport;
+    let (url, socket) = match transport {
+        Transport::StreamableHttp => (
+            Some(format!(
+                "http://127.0.0.1:{}{}",
+                spec.upstream.port, spec.upstream.path
+            )),
+            None,
+        ),
+        Transport::Stdio => (None, Some(STDIO_SOCKET.to_owned())),
+    };
     ProxyConfig {
         listen: format!("0.0.0.0:{}", spec.proxy.port),
         admin_listen: format!("0.0.0.0:{}", spec.proxy.admin_port),
         upstream: UpstreamEndpoint {
             command: Vec::new(),
-            socket: None,
+            socket,
             max_line_bytes: None,
-            transport: Transport::StreamableHttp,
-            url: Some(format!(
-                "http://127.0.0.1:{}{}",
-                spec.upstream.port, spec.upstream.path
-            )),
+            transport,
+            url,
             headers: spec
                 .upstream
                 .headers
@@ -47,12 +66,14 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
                 })
                 .collect(),
         },
-        session: spec.session.clone(),
+        session: spec.session.resolve(transport),
         tools_probe: spec.tools_probe.clone(),
         timeouts: spec.timeouts.clone(),
         tools: spec.tools.clone(),
-        downstream_auth: None,
-        session_key_env: None,
+        downstream_auth: spec.proxy.auth.as_ref().map(|_| DownstreamAuth {
+            bearer_token_env: DOWNSTREAM_TOKEN_ENV.to_owned(),
+        }),
+        session_key_env: Some(SESSION_KEY_ENV.to_owned()),
     }
 }
 

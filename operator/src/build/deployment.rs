@@ -1,7 +1,7 @@
-//! The Deployment: one pod per McpUpstream with the berth proxy as the main container and the
-//! upstream MCP server as a native sidecar.
+//! The Deployment: `spec.replicas` pods per McpUpstream with the berth proxy as the main
+//! container and the upstream MCP server as a native sidecar.
 //!
-//! Pod shape (see DESIGN.md, "The pod"):
+//! Pod shape for `StreamableHttp` (see DESIGN.md, "The pod"; for `Stdio` see [`super::stdio`]):
 //! - init container `upstream` with `restartPolicy: Always` (a native sidecar: started before
 //!   the proxy, kept running, stopped after it), the user's digest-pinned image, and a TCP
 //!   startup probe so the proxy starts only once the upstream listens;
@@ -9,24 +9,30 @@
 //!   `/readyz` (readiness: upstream session initialized, tools listed) on port `admin` (9090),
 //!   the ConfigMap mounted read-only at [`CONFIG_DIR`];
 //! - "restricted" Pod Security Standard: non-root, no privilege escalation, no capabilities,
-//!   `RuntimeDefault` seccomp, and a read-only root filesystem for the proxy.
+//!   `RuntimeDefault` seccomp, and a read-only root filesystem for the proxy; the user's
+//!   `spec.upstream.securityContext` can only change what stays within it (the CRD's CEL rules);
+//! - the proxy gets the session key ([`super::secret`]), the client token
+//!   (`spec.proxy.auth`) and Secret-backed upstream headers as environment variables;
+//! - `spec.pod` overrides (scheduling, extra labels and annotations) are merged in, the
+//!   operator's own labels and annotation always winning ([`super::pod`]).
 //!
 //! Not responsible for: the config's content ([`super::config_map`]).
 
 use std::collections::BTreeMap;
 
-use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY};
+use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::Owner;
 use super::config_hash::config_hash;
+use super::config_map::DOWNSTREAM_TOKEN_ENV;
+use super::{Owner, pod, secret, stdio};
 use crate::labels;
 
 /// Pod-template annotation carrying [`config_hash`] of the rendered proxy config, so a config
@@ -52,7 +58,7 @@ pub const RUN_AS_ID: i64 = 65532;
 
 const CONFIG_VOLUME: &str = "config";
 
-/// The Deployment of the McpUpstream `owner`, named after it, one replica.
+/// The Deployment of the McpUpstream `owner`, named after it, with `spec.replicas` pods.
 pub(super) fn deployment(
     owner: &Owner,
     spec: &McpUpstreamSpec,
@@ -64,26 +70,26 @@ pub(super) fn deployment(
         .as_ref()
         .and_then(|data| data.get(PROXY_CONFIG_KEY))
         .map_or("", String::as_str);
-    let template_metadata = ObjectMeta {
-        labels: Some(labels::labels(&owner.name)),
-        annotations: Some(BTreeMap::from([(
+    let template_metadata = pod::template_metadata(
+        &spec.pod,
+        labels::labels(&owner.name),
+        BTreeMap::from([(
             CONFIG_HASH_ANNOTATION.to_owned(),
             config_hash(rendered.as_bytes()),
-        )])),
-        ..ObjectMeta::default()
-    };
+        )]),
+    );
     let config_map_name = config_map.metadata.name.clone().unwrap_or_default();
     Deployment {
         metadata: owner.child_metadata(owner.name.clone()),
         spec: DeploymentSpec {
-            replicas: Some(1),
+            replicas: Some(spec.replicas),
             selector: LabelSelector {
                 match_labels: Some(labels::selector(&owner.name)),
                 ..LabelSelector::default()
             },
             template: PodTemplateSpec {
                 metadata: Some(template_metadata),
-                spec: Some(pod_spec(spec, proxy_image, config_map_name)),
+                spec: Some(pod_spec(&owner.name, spec, proxy_image, config_map_name)),
             },
             ..DeploymentSpec::default()
         },
@@ -91,18 +97,40 @@ pub(super) fn deployment(
     }
 }
 
-fn pod_spec(spec: &McpUpstreamSpec, proxy_image: &str, config_map_name: String) -> PodSpec {
-    PodSpec {
-        init_containers: Some(vec![upstream_container(spec)]),
-        containers: vec![proxy_container(proxy_image, spec)],
-        volumes: Some(vec![Volume {
-            name: CONFIG_VOLUME.to_owned(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: config_map_name,
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        }]),
+fn pod_spec(
+    name: &str,
+    spec: &McpUpstreamSpec,
+    proxy_image: &str,
+    config_map_name: String,
+) -> PodSpec {
+    let mut volumes = vec![Volume {
+        name: CONFIG_VOLUME.to_owned(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: config_map_name,
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    let mut proxy = proxy_container(name, proxy_image, spec);
+    let sidecar = upstream_container(spec);
+    let init_containers = match spec.upstream.transport {
+        Transport::StreamableHttp => vec![sidecar],
+        Transport::Stdio => {
+            volumes.extend(stdio::volumes());
+            proxy
+                .volume_mounts
+                .get_or_insert_with(Vec::new)
+                .push(stdio::proxy_mount());
+            vec![
+                stdio::install_container(proxy_image),
+                stdio::stdio_host(spec, sidecar),
+            ]
+        }
+    };
+    let pod_spec = PodSpec {
+        init_containers: Some(init_containers),
+        containers: vec![proxy],
+        volumes: Some(volumes),
         // Neither container talks to the Kubernetes API, and Service environment variables
         // would only leak into the upstream's environment.
         automount_service_account_token: Some(false),
@@ -115,17 +143,37 @@ fn pod_spec(spec: &McpUpstreamSpec, proxy_image: &str, config_map_name: String) 
             ..PodSecurityContext::default()
         }),
         ..PodSpec::default()
-    }
+    };
+    pod::with_overrides(pod_spec, &spec.pod)
 }
 
-/// The upstream MCP server as a native sidecar.
+/// The upstream MCP server as a native sidecar (for `Stdio`, [`stdio::stdio_host`] reshapes
+/// it): the user's image, `command` (replacing the image's entrypoint), `args`, `env`,
+/// `envFrom`, `resources` and security overrides.
 fn upstream_container(spec: &McpUpstreamSpec) -> Container {
     let upstream = &spec.upstream;
+    let mut security = container_security_context(false);
+    if let Some(overrides) = &upstream.security_context {
+        security.run_as_user = overrides.run_as_user;
+        security.run_as_group = overrides.run_as_group;
+        security.read_only_root_filesystem = overrides.read_only_root_filesystem;
+        let add = overrides
+            .capabilities
+            .as_ref()
+            .map(|c| c.add.clone())
+            .unwrap_or_default();
+        if let Some(capabilities) = security.capabilities.as_mut() {
+            capabilities.add = (!add.is_empty()).then_some(add);
+        }
+    }
     Container {
         name: UPSTREAM_CONTAINER.to_owned(),
         image: Some(upstream.image.clone()),
+        command: upstream.command.clone(),
         args: (!upstream.args.is_empty()).then(|| upstream.args.clone()),
         env: (!upstream.env.is_empty()).then(|| upstream.env.clone()),
+        env_from: (!upstream.env_from.is_empty()).then(|| upstream.env_from.clone()),
+        resources: upstream.resources.clone(),
         ports: Some(vec![ContainerPort {
             name: Some(UPSTREAM_PORT_NAME.to_owned()),
             container_port: upstream.port,
@@ -143,33 +191,44 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
             failure_threshold: Some(60),
             ..Probe::default()
         }),
-        security_context: Some(container_security_context(false)),
+        security_context: Some(security),
         ..Container::default()
     }
 }
 
-/// The berth proxy. Secret-backed upstream headers reach it as environment variables filled by
-/// the kubelet from the Secret (see [`super::config_map::header_env_var`]).
-fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
-    let header_env: Vec<EnvVar> = spec
-        .upstream
-        .headers
-        .iter()
-        .enumerate()
-        .filter_map(|(index, header)| {
-            let source = header.value_from.as_ref()?;
-            Some(EnvVar {
-                name: super::config_map::header_env_var(index),
-                value_from: Some(EnvVarSource {
-                    secret_key_ref: Some(source.secret_key_ref.clone()),
-                    ..EnvVarSource::default()
-                }),
-                ..EnvVar::default()
-            })
-        })
-        .collect();
+/// The berth proxy of the McpUpstream `name`. Its Secret values reach it as environment
+/// variables filled by the kubelet, never through the ConfigMap or a command line: the session
+/// key ([`secret::SESSION_KEY_ENV`]), the client token ([`DOWNSTREAM_TOKEN_ENV`], with
+/// `spec.proxy.auth`) and Secret-backed upstream headers
+/// ([`super::config_map::header_env_var`]).
+fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
+    let mut env = vec![secret::session_key_env(name)];
+    if let Some(auth) = &spec.proxy.auth {
+        let reference = &auth.bearer_token_secret_ref;
+        env.push(secret_env(
+            DOWNSTREAM_TOKEN_ENV.to_owned(),
+            SecretKeySelector {
+                name: reference.name.clone(),
+                key: reference.key.clone(),
+                optional: Some(false),
+            },
+        ));
+    }
+    env.extend(
+        spec.upstream
+            .headers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, header)| {
+                let source = header.value_from.as_ref()?;
+                Some(secret_env(
+                    super::config_map::header_env_var(index),
+                    source.secret_key_ref.clone(),
+                ))
+            }),
+    );
     Container {
-        env: (!header_env.is_empty()).then_some(header_env),
+        env: Some(env),
         name: PROXY_CONTAINER.to_owned(),
         image: Some(proxy_image.to_owned()),
         args: Some(vec![
@@ -182,6 +241,7 @@ fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
         ]),
         liveness_probe: Some(admin_probe("/healthz", 10, 3)),
         readiness_probe: Some(admin_probe("/readyz", 5, 1)),
+        resources: spec.proxy.resources.clone(),
         volume_mounts: Some(vec![VolumeMount {
             name: CONFIG_VOLUME.to_owned(),
             mount_path: CONFIG_DIR.to_owned(),
@@ -190,6 +250,18 @@ fn proxy_container(proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
         }]),
         security_context: Some(container_security_context(true)),
         ..Container::default()
+    }
+}
+
+/// An environment variable `name` filled by the kubelet from the Secret key `source`.
+fn secret_env(name: String, source: SecretKeySelector) -> EnvVar {
+    EnvVar {
+        name,
+        value_from: Some(EnvVarSource {
+            secret_key_ref: Some(source),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
     }
 }
 
@@ -216,7 +288,7 @@ fn admin_probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe
 }
 
 /// A container security context that passes the "restricted" Pod Security Standard.
-fn container_security_context(read_only_root_filesystem: bool) -> SecurityContext {
+pub(super) fn container_security_context(read_only_root_filesystem: bool) -> SecurityContext {
     SecurityContext {
         run_as_non_root: Some(true),
         allow_privilege_escalation: Some(false),

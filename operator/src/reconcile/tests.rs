@@ -130,6 +130,12 @@ impl FakeApiServer {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(path, body.clone());
+        } else if let Some(name) = body["metadata"]["name"].as_str() {
+            // A create (POST to the collection): later GETs find it by name.
+            self.objects
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(format!("{path}/{name}"), body.clone());
         }
         let code = if parts.method == "POST" {
             StatusCode::CREATED
@@ -202,6 +208,7 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
     assert_eq!(
         seen,
         [
+            ("POST", "/api/v1/namespaces/demo/secrets"),
             (
                 "PATCH",
                 "/api/v1/namespaces/demo/configmaps/everything-proxy"
@@ -217,7 +224,14 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
             ),
         ]
     );
-    for request in &requests {
+    let secret = &requests[0];
+    assert_eq!(secret.body["metadata"]["name"], "everything-session-key");
+    assert_eq!(
+        secret.body["data"]["key"].as_str().map(str::len),
+        Some(88),
+        "64 hex characters, base64-encoded: {secret:?}"
+    );
+    for request in &requests[1..] {
         assert!(
             request.query.contains("fieldManager=berth-operator")
                 && request.query.contains("force=true"),
@@ -225,7 +239,7 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         );
         assert!(request.body["apiVersion"].is_string() && request.body["kind"].is_string());
     }
-    let status = &requests[3];
+    let status = &requests[4];
     assert_eq!(status.body["status"]["observedGeneration"], 2);
     assert_eq!(
         status.body["status"]["endpoint"],
@@ -263,7 +277,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
     let fake = FakeApiServer::default();
     let ctx = context(&fake);
     let mut upstream = (*everything(None)).clone();
-    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
+    upstream.spec.timeouts.connect = berth_crds::DurationString::new("5 seconds");
     let action = reconcile(Arc::new(upstream), ctx.clone())
         .await
         .expect("an invalid spec is not a reconcile error");
@@ -277,7 +291,7 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
     assert!(
         ready_of(status)["message"]
             .as_str()
-            .is_some_and(|m| m.starts_with("spec.upstream.transport: ")),
+            .is_some_and(|m| m.starts_with("spec.timeouts.connect: ")),
         "{status:?}"
     );
     assert_eq!(status.body["status"].get("endpoint"), None);
@@ -298,15 +312,16 @@ async fn reconcile_invalid_spec_reports_condition_and_warning_event_without_appl
 
 #[tokio::test]
 async fn reconcile_invalid_spec_already_reported_writes_nothing() {
-    let message = "spec.upstream.transport: Stdio is not served by this operator version yet; \
-                   use StreamableHttp";
+    let mut invalid = (*everything(None)).clone();
+    invalid.spec.timeouts.connect = berth_crds::DurationString::new("5 seconds");
+    let message = validate(&invalid).expect_err("invalid").message;
     let fake = FakeApiServer::default();
     let mut upstream = (*everything(Some(json!({"observedGeneration": 2, "conditions": [
         {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message,
          "observedGeneration": 2, "lastTransitionTime": "2030-01-01T00:00:00Z"}
     ]}))))
     .clone();
-    upstream.spec.upstream.transport = berth_crds::Transport::Stdio;
+    upstream.spec.timeouts = invalid.spec.timeouts;
     reconcile(Arc::new(upstream), context(&fake))
         .await
         .expect("reconciles");
@@ -369,7 +384,12 @@ async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
         .await
         .expect("first reconcile");
     let first = fake.writes();
-    assert_eq!(first.len(), 4, "three applies and a status: {first:?}");
+    assert_eq!(
+        first.len(),
+        5,
+        "a Secret created, three applies and a status: {first:?}"
+    );
+    assert_eq!(ctx.metrics.writes("Secret"), 1);
     assert_eq!(ctx.metrics.writes("ConfigMap"), 1);
     assert_eq!(ctx.metrics.writes("Service"), 1);
     assert_eq!(ctx.metrics.writes("Deployment"), 1);
@@ -380,8 +400,8 @@ async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
     reconcile(everything(Some(written)), ctx.clone())
         .await
         .expect("second reconcile");
-    assert_eq!(fake.writes().len(), 4, "no write at steady state");
-    assert_eq!(ctx.metrics.total_writes(), 4);
+    assert_eq!(fake.writes().len(), 5, "no write at steady state");
+    assert_eq!(ctx.metrics.total_writes(), 5);
 }
 
 #[tokio::test]
@@ -399,10 +419,46 @@ async fn reconcile_deleted_child_is_applied_again() {
     reconcile(everything(Some(written)), ctx.clone())
         .await
         .expect("second reconcile");
-    let writes: Vec<String> = fake.writes()[4..].iter().map(|r| r.path.clone()).collect();
+    let writes: Vec<String> = fake.writes()[5..].iter().map(|r| r.path.clone()).collect();
     assert_eq!(
         writes,
         ["/api/v1/namespaces/demo/configmaps/everything-proxy"]
     );
     assert_eq!(ctx.metrics.writes("ConfigMap"), 2);
+}
+
+#[tokio::test]
+async fn reconcile_optional_children_are_applied_once_then_steady() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.network_policy.enabled = true;
+    upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
+        min_available: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+        max_unavailable: None,
+    });
+    reconcile(Arc::new(upstream.clone()), ctx.clone())
+        .await
+        .expect("first reconcile");
+    let first: Vec<String> = fake.writes().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        first.contains(
+            &"/apis/networking.k8s.io/v1/namespaces/demo/networkpolicies/everything".to_owned()
+        ) && first.contains(
+            &"/apis/policy/v1/namespaces/demo/poddisruptionbudgets/everything".to_owned()
+        ),
+        "{first:?}"
+    );
+    assert_eq!(first.len(), 7, "Secret, 5 applies and a status: {first:?}");
+    assert_eq!(ctx.metrics.writes("NetworkPolicy"), 1);
+    assert_eq!(ctx.metrics.writes("PodDisruptionBudget"), 1);
+
+    upstream.status = Some(
+        serde_json::from_value(fake.writes().last().expect("status").body["status"].clone())
+            .expect("status"),
+    );
+    reconcile(Arc::new(upstream), ctx.clone())
+        .await
+        .expect("second reconcile");
+    assert_eq!(fake.writes().len(), 7, "no write at steady state");
 }

@@ -1,0 +1,115 @@
+//! `spec.session`: how client sessions map onto upstream sessions, as the user writes it.
+//!
+//! The strategy is optional here because its default depends on the transport (issue 4:
+//! `PerClient` for stdio, `Shared` for HTTP); [`SessionSettings::resolve`] turns it into the
+//! proxy's [`SessionSpec`]. Not responsible for: what the strategies do (the proxy).
+
+use kube::KubeSchema;
+use schemars::{Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+use crate::duration::DurationString;
+use crate::mcp_upstream::Transport;
+use crate::proxy_config::{SessionSpec, SessionStrategy};
+
+/// How client sessions map onto upstream sessions.
+#[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSettings {
+    /// Session strategy. `Shared`: one long-lived upstream session (for stdio: one child
+    /// process) serves every client; the proxy answers each client's `initialize` from the
+    /// upstream's handshake and rewrites JSON-RPC request ids so clients never see each other's
+    /// replies. `PerClient`: each client session gets an upstream session (for stdio: a child
+    /// process) of its own, opened with the client's own `initialize` and closed when the
+    /// client's session ends (DELETE or idle expiry); at most `maxSessions` at once.
+    /// Default: `Shared` for `StreamableHttp`, `PerClient` for `Stdio` (a stdio server speaks to
+    /// exactly one client).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "strategy_schema")]
+    pub strategy: Option<SessionStrategy>,
+    /// A client session with no request for this long ends; its next request gets HTTP 404 and
+    /// the client starts a new session. Example `30m`. Default `30m`.
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: DurationString,
+    /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
+    /// session, or for stdio a child process, of its own); past it, a new `initialize` gets a
+    /// clear JSON-RPC error. For stdio it is also the stdio host's `--max-children`. Range
+    /// 1-1024. Default `16`.
+    #[serde(default = "default_max_sessions")]
+    #[schemars(with = "i32", range(min = 1, max = 1024))]
+    pub max_sessions: u32,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        Self {
+            strategy: None,
+            idle_timeout: default_idle_timeout(),
+            max_sessions: default_max_sessions(),
+        }
+    }
+}
+
+impl SessionSettings {
+    /// The strategy in force: the one written, else the default of `transport` (`PerClient`
+    /// for `Stdio`, `Shared` for `StreamableHttp`; issue 4 "CRD and pod").
+    pub fn strategy_for(&self, transport: Transport) -> SessionStrategy {
+        self.strategy.unwrap_or(match transport {
+            Transport::Stdio => SessionStrategy::PerClient,
+            Transport::StreamableHttp => SessionStrategy::Shared,
+        })
+    }
+
+    /// The proxy's session settings for an upstream speaking `transport`.
+    pub fn resolve(&self, transport: Transport) -> SessionSpec {
+        SessionSpec {
+            strategy: self.strategy_for(transport),
+            idle_timeout: self.idle_timeout.clone(),
+            max_sessions: self.max_sessions,
+        }
+    }
+}
+
+/// The strategy's schema, flat (a plain optional string enum), so the field's own description
+/// is what `kubectl explain` shows rather than the enum type's.
+fn strategy_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({"type": "string", "enum": ["Shared", "PerClient"]})
+}
+
+fn default_idle_timeout() -> DurationString {
+    SessionSpec::default().idle_timeout
+}
+
+fn default_max_sessions() -> u32 {
+    SessionSpec::default().max_sessions
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_strategy_unset_defaults_by_transport() {
+        let unset = SessionSettings::default();
+        assert_eq!(
+            unset.strategy_for(Transport::Stdio),
+            SessionStrategy::PerClient
+        );
+        assert_eq!(
+            unset.strategy_for(Transport::StreamableHttp),
+            SessionStrategy::Shared
+        );
+    }
+
+    #[test]
+    fn session_strategy_written_wins_over_transport_default() {
+        let shared = SessionSettings {
+            strategy: Some(SessionStrategy::Shared),
+            ..SessionSettings::default()
+        };
+        let resolved = shared.resolve(Transport::Stdio);
+        assert_eq!(resolved.strategy, SessionStrategy::Shared);
+        assert_eq!(resolved.max_sessions, 16);
+        assert_eq!(resolved.idle_timeout, DurationString::new("30m"));
+    }
+}

@@ -1,0 +1,167 @@
+//! CEL and schema rules of the McpUpstream API (issues 4 and 5) against the real API server:
+//! every rejected shape is refused with HTTP 422 and a message naming the field, and the same
+//! shapes within the rules are accepted.
+//!
+//! Needs `KUBECONFIG` pointing at `tests/controlplane/up.sh`'s cluster (`make test` does this).
+
+use berth_crds::McpUpstream;
+use berth_tests::cluster::{TestNamespace, client, rejected_naming, shared_operator};
+use kube::api::PostParams;
+
+const IMAGE: &str = "registry.example/acme/search-mcp@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// An McpUpstream `name` from a YAML `spec` body (indented two spaces).
+fn upstream(name: &str, spec: &str) -> McpUpstream {
+    serde_yaml::from_str(&format!(
+        "apiVersion: berth.dev/v1alpha1\nkind: McpUpstream\nmetadata: {{name: {name}}}\nspec:\n{spec}"
+    ))
+    .unwrap_or_else(|err| panic!("fixture {name} parses: {err}"))
+}
+
+/// Creates `spec` and expects the API server to refuse it with a message containing `field`.
+async fn assert_rejected(ns: &TestNamespace, case: &str, spec: &str, field: &str) {
+    eprintln!("case: {case}");
+    rejected_naming(ns, &upstream("bad", spec), field).await;
+}
+
+#[tokio::test]
+async fn operator_api_cel_rejections_name_the_field() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-cel").await;
+    let up = |extra: &str| format!("  upstream: {{image: '{IMAGE}'{extra}}}\n");
+    let cases = [
+        (
+            "stdio without command",
+            up(", transport: Stdio"),
+            "spec.upstream.command",
+        ),
+        (
+            "empty command",
+            up(", command: []"),
+            "spec.upstream.command",
+        ),
+        (
+            "empty program",
+            up(", command: ['']"),
+            "spec.upstream.command",
+        ),
+        (
+            "stdio with headers",
+            up(", transport: Stdio, command: [x], headers: [{name: X-Key, value: v}]"),
+            "spec.upstream.headers",
+        ),
+        (
+            "root user",
+            up(", securityContext: {runAsUser: 0}"),
+            "spec.upstream.securityContext.runAsUser",
+        ),
+        (
+            "privilege escalation",
+            up(", securityContext: {allowPrivilegeEscalation: true}"),
+            "spec.upstream.securityContext.allowPrivilegeEscalation",
+        ),
+        (
+            "privileged",
+            up(", securityContext: {privileged: true}"),
+            "spec.upstream.securityContext.privileged",
+        ),
+        (
+            "runAsNonRoot false",
+            up(", securityContext: {runAsNonRoot: false}"),
+            "spec.upstream.securityContext.runAsNonRoot",
+        ),
+        (
+            "extra capability",
+            up(", securityContext: {capabilities: {add: [SYS_ADMIN]}}"),
+            "spec.upstream.securityContext.capabilities.add",
+        ),
+        (
+            "selector label",
+            format!(
+                "{}  pod: {{labels: {{app.kubernetes.io/instance: other}}}}\n",
+                up("")
+            ),
+            "spec.pod.labels",
+        ),
+        (
+            "config hash annotation",
+            format!(
+                "{}  pod: {{annotations: {{berth.dev/config-hash: x}}}}\n",
+                up("")
+            ),
+            "spec.pod.annotations",
+        ),
+        (
+            "budget with both",
+            format!(
+                "{}  podDisruptionBudget: {{minAvailable: 1, maxUnavailable: 1}}\n",
+                up("")
+            ),
+            "spec.podDisruptionBudget",
+        ),
+        (
+            "budget with neither",
+            format!("{}  podDisruptionBudget: {{}}\n", up("")),
+            "spec.podDisruptionBudget",
+        ),
+        (
+            "host bits in cidr",
+            format!(
+                "{}  networkPolicy: {{enabled: true, egress: [{{cidr: 10.0.0.1/8}}]}}\n",
+                up("")
+            ),
+            "spec.networkPolicy.egress",
+        ),
+        (
+            "not a cidr",
+            format!(
+                "{}  networkPolicy: {{enabled: true, egress: [{{cidr: example.com}}]}}\n",
+                up("")
+            ),
+            "spec.networkPolicy.egress",
+        ),
+        (
+            "zero replicas",
+            format!("{}  replicas: 0\n", up("")),
+            "spec.replicas",
+        ),
+    ];
+    for (case, spec, field) in &cases {
+        assert_rejected(&ns, case, spec, field).await;
+    }
+    // The same shapes within the rules are accepted.
+    ns.api::<McpUpstream>()
+        .create(
+        &PostParams::default(),
+        &upstream(
+            "good",
+            &format!(
+                "{}  networkPolicy: {{enabled: true, egress: [{{cidr: '2001:db8::/32'}}]}}\n  podDisruptionBudget: {{maxUnavailable: 25%}}\n",
+                up(", command: [srv], securityContext: {runAsUser: 1000, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {add: [NET_BIND_SERVICE]}}")
+            ),
+        ),
+    )
+    .await
+    .expect("shapes within the rules are accepted");
+    // A stdio server has no port, so its unused default cannot clash with the proxy's.
+    let stdio = upstream(
+        "stdio",
+        &format!(
+            "{}  proxy: {{port: 3000}}\n",
+            up(", transport: Stdio, command: [srv]")
+        ),
+    );
+    ns.api::<McpUpstream>()
+        .create(&PostParams::default(), &stdio)
+        .await
+        .expect("a stdio upstream's unused port does not clash");
+    assert_rejected(
+        &ns,
+        "http port clash",
+        &format!("{}  proxy: {{port: 3000}}\n", up("")),
+        "spec.upstream.port",
+    )
+    .await;
+    ns.delete().await;
+}

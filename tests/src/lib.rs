@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod fault;
 pub mod peers;
 pub mod proxy;
+pub mod stdio;
 pub mod tap;
 
 use std::time::Duration;

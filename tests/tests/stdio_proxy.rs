@@ -691,3 +691,50 @@ async fn stdio_missing_program_is_a_clear_error_and_a_metric_not_a_crash() {
     assert!(!proxy.proxy.upstream.gave_up(), "0 never gives up");
     proxy.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_shared_child_stuck_reader_does_not_stall_other_clients() {
+    let marker = Marker::new("stuck");
+    let proxy = start(
+        &config(fault_child(&marker, &[]), SessionStrategy::Shared),
+        &[],
+    )
+    .await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let (a, b) = tokio::join!(open_session(&url), open_session(&url));
+    // A asks for four 2 MiB replies and never reads them.
+    let client = reqwest::Client::new();
+    let mut unread = Vec::new();
+    for id in 2..6 {
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &a)
+            .body(call(json!(id), "huge", json!({"bytes": 2 * 1024 * 1024})))
+            .send()
+            .await
+            .expect("post");
+        unread.push(response);
+    }
+    // B, on the same child, is served as usual.
+    let started = Instant::now();
+    for id in 2..22 {
+        let reply = post_raw(
+            &url,
+            Some(&b),
+            &call(json!(id), "echo", json!({"tag": id.to_string()})),
+        )
+        .await;
+        assert_eq!(text_of(reply.last()), id.to_string());
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(unread.len(), 4);
+    drop(unread);
+    proxy.shutdown().await;
+}

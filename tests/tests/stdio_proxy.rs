@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use berth_crds::{DurationString, SessionStrategy};
 use berth_tests::proxy::{call, mcp_url, open_session, post_raw, sample, scrape, wait_ready};
 use berth_tests::stdio::{Marker, config, fault_child, readyz, start, within, zombie_children};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
 fn text_of(reply: &Value) -> String {
@@ -127,25 +128,31 @@ async fn br_06_shared_child_sees_one_initialize_and_ids_never_cross() {
         1,
         "the child sees exactly one initialize"
     );
-    // Randomized interleavings: 8 sessions, each firing ids 1..=25 with random delays.
+    // 1,000 interleavings: 8 sessions each use ids 1..=125 with varied delays, 64 calls in
+    // flight at a time, so equal ids of different sessions overlap on the one child.
     let sessions: Vec<String> = futures::future::join_all((0..8).map(|_| open_session(&url))).await;
-    let mut calls = Vec::new();
-    for (s, session) in sessions.iter().enumerate() {
-        for id in 1..=25u64 {
+    let (url_ref, sessions_ref) = (&url, &sessions);
+    let calls = (1..=125u64).flat_map(|id| {
+        sessions_ref.iter().enumerate().map(move |(s, session)| {
+            let url = url_ref;
             let (url, session) = (url.clone(), session.clone());
             let ms = (id * 7 + s as u64 * 13) % 40;
             let tag = format!("s{s}-{id}");
-            calls.push(tokio::spawn(async move {
+            async move {
                 let body = call(json!(id), "sleep", json!({"ms": ms, "tag": tag}));
                 let reply = post_raw(&url, Some(&session), &body).await;
                 (id, tag, reply)
-            }));
-        }
-    }
-    for handle in calls {
-        let (id, tag, reply) = handle.await.expect("join");
+            }
+        })
+    });
+    let replies: Vec<_> = futures::stream::iter(calls)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert_eq!(replies.len(), 1000);
+    for (id, tag, reply) in replies {
         assert_eq!(reply.last()["id"], json!(id));
-        assert_eq!(text_of(reply.last()), tag, "no cross-delivery");
+        assert_eq!(text_of(reply.last()), tag, "no cross-delivery: {reply:?}");
     }
     assert_eq!(marker.initializes(), 1);
     proxy.shutdown().await;

@@ -246,6 +246,8 @@ struct Keeper {
 impl Keeper {
     async fn keep_child(self, mut child: tokio::process::Child) {
         let (status, reason) = tokio::select! {
+            biased;
+            () = self.close.cancelled() => (child::stop(&mut child, self.grace).await, EndReason::Closed),
             status = child.wait() => {
                 // Let the reader route what the child wrote before exiting (BR-07: an answer,
                 // then exit 0), and the drain keep its last stderr lines (BR-13 b).
@@ -255,12 +257,20 @@ impl Keeper {
                 };
                 let _ = tokio::time::timeout(FLUSH_AFTER_EXIT, flushed).await;
                 let code = status.as_ref().map_or_else(|_| "signal".to_owned(), child::exit_code);
-                (status.ok(), EndReason::Exited(code))
+                if self.close.is_cancelled() {
+                    // It exited on the stdin EOF of a close the proxy asked for.
+                    (status.ok(), EndReason::Closed)
+                } else {
+                    (status.ok(), EndReason::Exited(code))
+                }
             }
-            () = self.close.cancelled() => (child::stop(&mut child, self.grace).await, EndReason::Closed),
             () = self.shared.eof.cancelled() => {
                 match tokio::time::timeout(EXIT_AFTER_EOF, child.wait()).await {
+                    Ok(Ok(status)) if self.close.is_cancelled() => (Some(status), EndReason::Closed),
                     Ok(Ok(status)) => (Some(status), EndReason::Exited(child::exit_code(&status))),
+                    _ if self.close.is_cancelled() => {
+                        (child::stop(&mut child, self.grace).await, EndReason::Closed)
+                    }
                     _ => {
                         // Stdout ended but the process lives: fatal to this connection (BR-08).
                         self.shared.end(EndReason::StdoutClosed);
@@ -280,6 +290,7 @@ impl Keeper {
 
     async fn keep_socket(self) {
         let reason = tokio::select! {
+            biased;
             () = self.close.cancelled() => EndReason::Closed,
             () = self.shared.eof.cancelled() => EndReason::Disconnected,
         };

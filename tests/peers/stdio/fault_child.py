@@ -13,14 +13,15 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
   --init-on-eof         answer initialize only after stdin closes (BR-13 c)
   --close-stdout-after-init
                         close fd 1 after the initialize response, then sleep (BR-08)
-  --flood-stderr        write 1 MiB of stderr (5,000 lines) before answering each tools/call,
+  --flood-stderr        write 256 KiB of stderr (1,250 lines, 4 pipe buffers) before answering each tools/call,
                         from the thread that answers (so an undrained stderr blocks the answer)
   --ignore-sigterm      ignore SIGTERM and stdin EOF (must be SIGKILLed)
   --count-file PATH     append one line per process start ("start <pid>") and per initialize
 
 Tools: echo {tag} -> text tag; sleep {ms, tag} -> text tag after ms (concurrent); crash ->
 exits mid-call without answering; huge {bytes} -> one reply line of about that many bytes;
-whoami -> the pid.
+whoami -> the pid; ask -> sends sampling/createMessage to the client and answers the call with
+the client's result as JSON text.
 """
 
 import argparse
@@ -81,6 +82,7 @@ TOOLS = [
     {"name": "crash", "description": "exit mid-call", "inputSchema": {"type": "object"}},
     {"name": "huge", "description": "huge reply", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "number"}}}},
     {"name": "whoami", "description": "pid", "inputSchema": {"type": "object"}},
+    {"name": "ask", "description": "sampling round trip", "inputSchema": {"type": "object"}},
 ]
 
 
@@ -101,19 +103,27 @@ def answer_initialize(msg):
         "serverInfo": {"name": "berth-fault-child", "version": "0"},
     }})
     if args.close_stdout_after_init:
+        global stdout_closed
         sys.stdout.flush()
         os.close(1)
+        stdout_closed = True
 
 
 def call_tool(msg):
     global calls
     if args.flood_stderr:
-        sys.stderr.write("".join(f"flood line {n} " + "x" * 190 + "\n" for n in range(5000)))
+        sys.stderr.write("".join(f"flood line {n} " + "x" * 190 + "\n" for n in range(1250)))
         sys.stderr.flush()
     params = msg.get("params", {})
     name, arguments = params.get("name"), params.get("arguments") or {}
     if name == "crash":
         os._exit(args.exit_code or 3)
+    if name == "ask":
+        asked[f"ask-{msg['id']}"] = msg["id"]
+        send({"jsonrpc": "2.0", "id": f"ask-{msg['id']}", "method": "sampling/createMessage",
+              "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                         "maxTokens": 5}})
+        return
     if name == "sleep":
         def later():
             time.sleep(arguments.get("ms", 0) / 1000)
@@ -134,9 +144,11 @@ def call_tool(msg):
         os._exit(args.exit_code)
 
 
+asked = {}
 pending_init = None
+stdout_closed = False
 for raw in sys.stdin.buffer:
-    if args.never_init:
+    if args.never_init or stdout_closed:
         continue
     msg = json.loads(raw)
     method = msg.get("method")
@@ -151,11 +163,13 @@ for raw in sys.stdin.buffer:
         call_tool(msg)
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
+    elif method is None and msg.get("id") in asked:
+        send(text(asked.pop(msg["id"]), json.dumps(msg.get("result"))))
     elif "id" in msg and method:
         send({"jsonrpc": "2.0", "id": msg["id"], "error": {"code": -32601, "message": "no such method"}})
 
 if pending_init is not None:
     answer_initialize(pending_init)
-if args.ignore_sigterm or args.never_init:
+if args.ignore_sigterm or args.never_init or stdout_closed:
     while True:
         time.sleep(1)

@@ -164,15 +164,7 @@ impl ProxyConfig {
                 })
             }
             Transport::StreamableHttp => Ok(()),
-            Transport::Stdio
-                if self.upstream.command.is_empty() == self.upstream.socket.is_none() =>
-            {
-                Err(ProxyConfigError::Missing {
-                    field: "exactly one of upstream.command and upstream.socket",
-                    transport: Transport::Stdio,
-                })
-            }
-            Transport::Stdio => Ok(()),
+            Transport::Stdio => self.upstream.check_stdio(),
         }
     }
 }
@@ -198,7 +190,9 @@ pub struct UpstreamEndpoint {
     /// opens one connection (one child) per client session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
-    /// `Stdio` only: longest JSON-RPC line accepted from a child, in bytes. Default 16 MiB.
+    /// `Stdio` only: longest JSON-RPC line accepted from a child, in bytes; a longer reply
+    /// fails its request with a clear error and is never buffered whole. Default 16 MiB
+    /// (16777216).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_line_bytes: Option<u64>,
 }
@@ -220,6 +214,33 @@ pub struct HeaderSource {
 }
 
 impl UpstreamEndpoint {
+    /// `Stdio` rules: exactly one of `command` and `socket`; a command whose program is not
+    /// empty; a socket path that is not empty; `maxLineBytes` at least 1.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Missing`] whose `field` names the field and what it needs, e.g.
+    /// "upstream.command is required when upstream.transport is Stdio".
+    pub fn check_stdio(&self) -> Result<(), ProxyConfigError> {
+        let missing = |field| {
+            Err(ProxyConfigError::Missing {
+                field,
+                transport: Transport::Stdio,
+            })
+        };
+        match (&self.socket, self.command.is_empty()) {
+            (Some(_), false) => missing("exactly one of upstream.command and upstream.socket"),
+            (None, true) => missing("upstream.command (or upstream.socket)"),
+            (Some(socket), true) if socket.trim().is_empty() => {
+                missing("upstream.socket (a non-empty path)")
+            }
+            (None, false) if self.command[0].trim().is_empty() => {
+                missing("upstream.command (a non-empty program as its first element)")
+            }
+            _ if self.max_line_bytes == Some(0) => missing("upstream.maxLineBytes (at least 1)"),
+            _ => Ok(()),
+        }
+    }
+
     /// The headers with their values, reading `valueEnv` through `env`.
     ///
     /// # Errors
@@ -528,17 +549,42 @@ mod tests {
 
     #[test]
     fn proxy_config_stdio_needs_exactly_one_of_command_and_socket() {
-        let base = "listen: a:1\nadminListen: b:2\nupstream: {transport: Stdio";
-        let socket = format!("{base}, socket: /berth/stdio/host.sock}}\n");
-        assert!(ProxyConfig::from_yaml(&socket).is_ok(), "socket alone");
-        let command = format!("{base}, command: [mcp-server-time]}}\n");
-        assert!(ProxyConfig::from_yaml(&command).is_ok(), "command alone");
-        for bad in [
-            format!("{base}}}\n"),
-            format!("{base}, socket: /s, command: [x]}}\n"),
-        ] {
-            let err = ProxyConfig::from_yaml(&bad).expect_err("neither or both");
-            assert!(err.to_string().contains("upstream.socket"), "{err}");
+        let base = "listen: a:1\nadminListen: b:2\n";
+        let ok = [
+            "upstream: {transport: Stdio, command: [node, server.js]}",
+            "upstream: {transport: Stdio, socket: /berth/stdio/host.sock}",
+        ];
+        for upstream in ok {
+            let config = ProxyConfig::from_yaml(&format!("{base}{upstream}\n"))
+                .unwrap_or_else(|e| panic!("{upstream}: {e}"));
+            assert_eq!(config.upstream.max_line_bytes, None);
+        }
+        let bad = [
+            ("upstream: {transport: Stdio}", "upstream.command"),
+            (
+                "upstream: {transport: Stdio, command: []}",
+                "upstream.command",
+            ),
+            (
+                "upstream: {transport: Stdio, command: ['']}",
+                "upstream.command",
+            ),
+            (
+                "upstream: {transport: Stdio, command: [x], socket: /s}",
+                "upstream.command",
+            ),
+            (
+                "upstream: {transport: Stdio, socket: ''}",
+                "upstream.socket",
+            ),
+            (
+                "upstream: {transport: Stdio, command: [x], maxLineBytes: 0}",
+                "upstream.maxLineBytes",
+            ),
+        ];
+        for (upstream, field) in bad {
+            let err = ProxyConfig::from_yaml(&format!("{base}{upstream}\n")).expect_err(upstream);
+            assert!(err.to_string().contains(field), "{upstream}: {err}");
         }
     }
 

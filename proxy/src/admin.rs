@@ -22,6 +22,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/tools", get(tools))
+        .route("/upstream", get(upstream))
         .with_state(proxy)
 }
 
@@ -39,6 +40,23 @@ async fn metrics(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
 /// the operator's status and for pinning `toolsProbe.expectedFingerprint`.
 async fn tools(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     axum::Json(proxy.upstream.tools_summary())
+}
+
+/// `{"ready", "lastError", "stdio": {"children", "restarts"}}`: why the upstream is not ready
+/// (for a stdio child: how it ended and its last stderr lines, redacted) and, for stdio, the
+/// live children and restart count, for the operator's status (field cases BR-13 b, BR-34).
+async fn upstream(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
+    let mut body = serde_json::json!({
+        "ready": proxy.upstream.is_ready(),
+        "lastError": proxy.upstream.last_error(),
+    });
+    if proxy.upstream.endpoint().stdio().is_some() {
+        body["stdio"] = serde_json::json!({
+            "children": proxy.metrics.stdio.children.get(),
+            "restarts": proxy.metrics.stdio.restarts.get(),
+        });
+    }
+    axum::Json(body)
 }
 
 async fn readyz(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {

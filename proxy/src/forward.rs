@@ -406,6 +406,21 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         kind = error.kind(),
         "upstream request failed"
     );
+    if let UpstreamError::Gone(_) = error {
+        // The stdio child of this session ended: its state is gone with it, so the call ends
+        // `session_lost` and so does the client's session; its next session gets a new child.
+        if call.session.dedicated().is_none() {
+            call.proxy.upstream.report_lost(&call.upstream, "exited");
+        }
+        call.proxy.end_session(call.session.id());
+        let answer = call.error(
+            jsonrpc::SESSION_LOST,
+            "upstream MCP server process ended; start a new session",
+            Outcome::SessionLost,
+        );
+        call.finish(Outcome::SessionLost);
+        return answer;
+    }
     if let UpstreamError::Status { status, body } = error {
         // The upstream refused the request with a JSON-RPC error in an HTTP error (the Node SDK
         // answers malformed params with 400 and -32700): that is the upstream's answer to this
@@ -441,9 +456,14 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         // The connection failed: the upstream may be gone. The supervisor checks the session.
         call.proxy.upstream.check_reachable();
     }
+    let message = match error {
+        // Sizes only: no upstream internals reach the client.
+        UpstreamError::TooLong { .. } => error.to_string(),
+        _ => "upstream MCP server failed to answer".to_owned(),
+    };
     let answer = call.error(
         jsonrpc::UPSTREAM_ERROR,
-        "upstream MCP server failed to answer",
+        &message,
         Outcome::UpstreamUnavailable,
     );
     call.finish(Outcome::UpstreamUnavailable);

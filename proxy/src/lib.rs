@@ -19,6 +19,7 @@ pub mod per_client;
 pub mod server;
 pub mod server_request;
 pub mod sessions;
+pub mod stdio;
 pub mod subscriptions;
 pub mod upstream;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use berth_crds::{PolicyFinding, ProxyConfig};
 
-use crate::upstream::{HttpUpstream, UpstreamError, UpstreamSession, list_tools, tools};
+use crate::upstream::{Endpoint, HttpUpstream, UpstreamError, UpstreamSession, list_tools, tools};
 
 /// Why lint could not judge the policy.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +43,7 @@ pub async fn lint(
     let http = HttpUpstream::new(url, connect, &headers).map_err(LintError::Upstream)?;
     let budget = connect + call;
     let listing = async {
-        let session = UpstreamSession::handshake(http, None).await?;
+        let session = UpstreamSession::handshake(&Endpoint::Http(http), None).await?;
         let listed = list_tools(&session).await;
         session.close().await;
         listed

@@ -1,9 +1,10 @@
 //! `berth-proxy`: the MCP proxy binary. Parses flags, sets up tracing, runs the library.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
-use berth_crds::{ProxyConfig, Transport, UpstreamEndpoint};
+use berth_crds::{ProxyConfig, SessionStrategy, Transport, UpstreamEndpoint};
 use clap::{Parser, Subcommand};
 
 /// Berth MCP proxy: one long-lived upstream session, budgets, per-call outcome metrics.
@@ -13,11 +14,23 @@ struct Args {
     #[command(subcommand)]
     command: Option<Command>,
     /// Proxy config file (YAML, the format the operator renders into the ConfigMap).
-    #[arg(long, env = "BERTH_PROXY_CONFIG", conflicts_with = "upstream_url")]
+    #[arg(long, env = "BERTH_PROXY_CONFIG", conflicts_with_all = ["upstream_url", "upstream_command"])]
     config: Option<PathBuf>,
     /// Upstream Streamable HTTP endpoint, e.g. http://127.0.0.1:3001/mcp (instead of --config).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "upstream_command")]
     upstream_url: Option<String>,
+    /// Stdio upstream: the server's command line, split like a shell does (quotes respected),
+    /// e.g. "npx -y @modelcontextprotocol/server-everything stdio". The proxy spawns one child
+    /// per client session (instead of --config).
+    #[arg(long)]
+    upstream_command: Option<String>,
+    /// Session strategy with --upstream-url / --upstream-command: Shared or PerClient.
+    /// Default: Shared for HTTP, PerClient for stdio.
+    #[arg(long, value_parser = parse_strategy)]
+    strategy: Option<SessionStrategy>,
+    /// Most client sessions (for stdio: children) at once with PerClient. Default 16.
+    #[arg(long)]
+    max_sessions: Option<u32>,
     /// Address to serve MCP on; overrides the config file.
     #[arg(long)]
     listen: Option<String>,
@@ -39,6 +52,41 @@ enum Command {
         #[arg(long)]
         upstream_url: Option<String>,
     },
+    /// Run in a stdio pod's upstream sidecar: one child per connection on a Unix socket, at
+    /// most --max-children, stopped with close-stdin, SIGTERM, SIGKILL and always reaped.
+    StdioHost {
+        /// Unix socket to listen on, e.g. /berth/stdio/host.sock.
+        #[arg(long)]
+        socket: PathBuf,
+        /// Most children alive at once; further connections are refused with a reason.
+        #[arg(long)]
+        max_children: usize,
+        /// Wait after closing a child's stdin before SIGTERM, and after SIGTERM before SIGKILL.
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        grace: Duration,
+        /// The server's command and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Copy this executable to DEST with mode 0755 (for an init container without `cp`).
+    CopySelf {
+        /// Destination path.
+        dest: PathBuf,
+    },
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    berth_crds::DurationString::new(text)
+        .to_duration()
+        .map_err(|e| e.to_string())
+}
+
+fn parse_strategy(text: &str) -> Result<SessionStrategy, String> {
+    match text {
+        "Shared" => Ok(SessionStrategy::Shared),
+        "PerClient" => Ok(SessionStrategy::PerClient),
+        _ => Err(format!("expected Shared or PerClient, got {text:?}")),
+    }
 }
 
 fn read_config(path: &std::path::Path) -> anyhow::Result<ProxyConfig> {
@@ -71,28 +119,54 @@ async fn lint(path: &std::path::Path, upstream_url: Option<&str>) -> anyhow::Res
     }
 }
 
+fn standalone_upstream(args: &Args) -> anyhow::Result<Option<UpstreamEndpoint>> {
+    let mut upstream = UpstreamEndpoint {
+        command: Vec::new(),
+        socket: None,
+        max_line_bytes: None,
+        transport: Transport::StreamableHttp,
+        url: None,
+        headers: Vec::new(),
+    };
+    match (&args.upstream_url, &args.upstream_command) {
+        (Some(url), _) => upstream.url = Some(url.clone()),
+        (None, Some(command)) => {
+            upstream.transport = Transport::Stdio;
+            upstream.command = shell_words::split(command)
+                .with_context(|| format!("invalid --upstream-command {command:?}"))?;
+            if upstream.command.first().is_none_or(|p| p.trim().is_empty()) {
+                anyhow::bail!("--upstream-command must name a program, got {command:?}");
+            }
+        }
+        (None, None) => return Ok(None),
+    }
+    Ok(Some(upstream))
+}
+
 fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
-    let mut config = match (&args.config, &args.upstream_url) {
+    let mut config = match (&args.config, standalone_upstream(args)?) {
         (Some(path), _) => read_config(path)?,
-        (None, Some(url)) => ProxyConfig {
+        (None, Some(upstream)) => ProxyConfig {
             listen: "127.0.0.1:8080".into(),
             admin_listen: "127.0.0.1:9090".into(),
-            upstream: UpstreamEndpoint {
-                command: Vec::new(),
-                socket: None,
-                max_line_bytes: None,
-                transport: Transport::StreamableHttp,
-                url: Some(url.clone()),
-                headers: Vec::new(),
+            session: berth_crds::SessionSpec {
+                strategy: args.strategy.unwrap_or(match upstream.transport {
+                    Transport::Stdio => SessionStrategy::PerClient,
+                    Transport::StreamableHttp => SessionStrategy::Shared,
+                }),
+                max_sessions: args.max_sessions.unwrap_or(16),
+                ..Default::default()
             },
-            session: Default::default(),
+            upstream,
             tools_probe: Default::default(),
             timeouts: Default::default(),
             tools: Default::default(),
             downstream_auth: None,
             session_key_env: None,
         },
-        (None, None) => anyhow::bail!("one of --config or --upstream-url is required"),
+        (None, None) => {
+            anyhow::bail!("one of --config, --upstream-url or --upstream-command is required")
+        }
     };
     if let Some(listen) = &args.listen {
         config.listen.clone_from(listen);
@@ -113,21 +187,52 @@ async fn main() -> anyhow::Result<()> {
         .init();
     berth_proxy::install_crypto_provider();
     let args = Args::parse();
-    if let Some(Command::Lint {
-        config,
-        upstream_url,
-    }) = &args.command
-    {
-        return lint(config, upstream_url.as_deref()).await;
+    match &args.command {
+        Some(Command::Lint {
+            config,
+            upstream_url,
+        }) => return lint(config, upstream_url.as_deref()).await,
+        Some(Command::StdioHost {
+            socket,
+            max_children,
+            grace,
+            command,
+        }) => {
+            let settings = berth_proxy::stdio::host::HostSettings {
+                socket: socket.clone(),
+                max_children: *max_children,
+                grace: *grace,
+                command: command.clone(),
+            };
+            let host = berth_proxy::stdio::host::Host::bind(settings)?;
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                stop.cancel();
+            });
+            host.run(shutdown).await;
+            return Ok(());
+        }
+        Some(Command::CopySelf { dest }) => {
+            return berth_proxy::stdio::copy_self(dest)
+                .with_context(|| format!("failed to copy this executable to {}", dest.display()));
+        }
+        None => {}
     }
     let config = config_from(&args)?;
     let running = berth_proxy::start(&config).await?;
     let shutdown = running.shutdown_token();
+    let proxy = std::sync::Arc::clone(&running.proxy);
     tokio::spawn(async move {
         shutdown_signal().await;
         shutdown.cancel();
     });
     running.wait().await;
+    if proxy.upstream.gave_up() {
+        // The stdio server crash-loops: exit non-zero so the pod shows it (field case BR-34).
+        anyhow::bail!("the stdio upstream failed too often in a row; see the log for its stderr");
+    }
     Ok(())
 }
 

@@ -54,7 +54,8 @@ pub struct Metrics {
     /// `berth_proxy_upstream_initializations_total{result}`: `ok`, `error`, `timeout`.
     pub upstream_initializations: IntCounterVec,
     /// `berth_proxy_upstream_session_losses_total{reason}`: upstream sessions the upstream
-    /// forgot, by where the loss showed (`not_found`, `stream`, `probe`).
+    /// forgot, by where the loss showed (`not_found`, `stream`, `probe`, `unreachable`, and
+    /// `exited` for a stdio child that ended).
     pub upstream_session_losses: IntCounterVec,
     /// `berth_proxy_replays_total`: requests replayed once on a new upstream session after the
     /// upstream refused them for an unknown session.
@@ -82,6 +83,8 @@ pub struct Metrics {
     pub downstream_sessions_adopted: IntCounter,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,
+    /// The `berth_proxy_stdio_*` metrics of stdio upstreams.
+    pub stdio: crate::stdio::StdioMetrics,
 }
 
 impl Metrics {
@@ -237,7 +240,7 @@ impl Metrics {
             registry.register(collector).expect("unique metric");
         }
         // Every known label value starts at 0, so rate() and absent() work before the first event.
-        for reason in ["not_found", "stream", "probe", "unreachable"] {
+        for reason in ["not_found", "stream", "probe", "unreachable", "exited"] {
             upstream_session_losses.with_label_values(&[reason]);
         }
         for result in ["ok", "error", "timeout"] {
@@ -247,7 +250,9 @@ impl Metrics {
         for result in ["relayed", "refused"] {
             server_requests.with_label_values(&[result]);
         }
+        let stdio = crate::stdio::StdioMetrics::register(&registry);
         Self {
+            stdio,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
 use crate::upstream::listen::{self, Ended};
-use crate::upstream::{HttpUpstream, UpstreamError, UpstreamSession};
+use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};
 
 /// Server messages buffered between a dedicated upstream session and its client.
 const BUFFER: usize = 64;
@@ -26,7 +26,7 @@ const BUFFER: usize = 64;
 /// A downstream session's own upstream session.
 #[derive(Debug)]
 pub struct Dedicated {
-    http: HttpUpstream,
+    endpoint: Endpoint,
     params: Value,
     current: Mutex<Arc<UpstreamSession>>,
     recovering: tokio::sync::Mutex<()>,
@@ -40,13 +40,13 @@ impl Dedicated {
     /// # Errors
     /// [`UpstreamError`] from the handshake; [`UpstreamError::Handshake`] when the budget ran out.
     pub async fn open(
-        http: HttpUpstream,
+        endpoint: Endpoint,
         params: Value,
         connect_budget: Duration,
     ) -> Result<Self, UpstreamError> {
-        let session = handshake(&http, &params, connect_budget).await?;
+        let session = handshake(&endpoint, &params, connect_budget).await?;
         Ok(Self {
-            http,
+            endpoint,
             params,
             current: Mutex::new(session),
             recovering: tokio::sync::Mutex::new(()),
@@ -71,9 +71,8 @@ impl Dedicated {
         let (sink, messages) = mpsc::channel(BUFFER);
         let session = self.current();
         tokio::spawn(deliver(client, Arc::clone(&session), messages, metrics));
-        let http = self.http.clone();
         tokio::spawn(async move {
-            if listen::listen(http, Arc::clone(&session), stop, sink).await == Ended::Lost {
+            if listen::listen(Arc::clone(&session), stop, sink).await == Ended::Lost {
                 session.mark_lost();
             }
         });
@@ -99,7 +98,7 @@ impl Dedicated {
                 .with_label_values(&["not_found"])
                 .inc();
         }
-        match handshake(&self.http, &self.params, self.connect_budget).await {
+        match handshake(&self.endpoint, &self.params, self.connect_budget).await {
             Ok(session) => {
                 metrics
                     .upstream_initializations
@@ -120,7 +119,8 @@ impl Dedicated {
         }
     }
 
-    /// Ends the upstream session (`DELETE`, in the background) and stops listening.
+    /// Ends the upstream session (`DELETE`, or for stdio stopping the child, in the
+    /// background) and stops listening.
     pub fn close(&self) {
         self.listening
             .lock()
@@ -134,11 +134,12 @@ impl Dedicated {
 }
 
 async fn handshake(
-    http: &HttpUpstream,
+    endpoint: &Endpoint,
     params: &Value,
     budget: Duration,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-    let handshake = UpstreamSession::handshake(http.clone(), Some(params.clone()));
+    // On expiry the handshake future is dropped; for stdio that stops the child (BR-13).
+    let handshake = UpstreamSession::handshake(endpoint, Some(params.clone()));
     match tokio::time::timeout(budget, handshake).await {
         Ok(result) => result.map(Arc::new),
         Err(_) => Err(UpstreamError::Handshake(format!(

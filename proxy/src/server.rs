@@ -4,14 +4,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec};
+use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
 use crate::sessions::Sessions;
+use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
-use crate::upstream::{HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
+use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +33,9 @@ pub enum StartError {
         /// What is wrong with it.
         problem: String,
     },
+    /// An environment setting of the proxy is malformed.
+    #[error("invalid environment: {0}")]
+    Env(String),
     /// A listen address cannot be bound.
     #[error("failed to bind {addr}")]
     Bind {
@@ -67,8 +71,8 @@ pub struct Proxy {
     pub tools_policy: ToolsPolicySpec,
     /// `session.maxSessions` (`PerClient`).
     pub max_sessions: usize,
-    /// The upstream endpoint, for `PerClient` sessions.
-    pub http: HttpUpstream,
+    /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
+    pub endpoint: Endpoint,
     /// `downstreamAuth`: the bearer token clients must present; `None` admits every client.
     pub downstream_token: Option<crate::front::BearerToken>,
 }
@@ -183,20 +187,20 @@ pub async fn start_on(
     let max_call = config.timeouts.max_call()?;
     let idle_timeout = config.session.idle_timeout()?;
     let (downstream_token, sessions) = downstream_secrets(config, env, idle_timeout)?;
-    let url = config.upstream.url.as_deref().unwrap_or_default();
-    let headers = config.upstream.resolve_headers(env)?;
-    let http = HttpUpstream::new(url, connect_budget, &headers)?;
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
+    let endpoint = endpoint(config, env, connect_budget, &metrics)?;
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
     let settings = UpstreamSettings {
         connect_budget,
         probe: config.tools_probe.clone(),
         probe_budget: call_budget,
         policy: config.tools.clone(),
+        max_quick_failures: env_number(env, MAX_QUICK_FAILURES_ENV)?
+            .unwrap_or(DEFAULT_MAX_QUICK_FAILURES),
     };
     let upstream = Upstream::spawn(
-        http.clone(),
+        endpoint.clone(),
         settings,
         Arc::clone(&metrics),
         server_messages,
@@ -214,12 +218,12 @@ pub async fn start_on(
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         max_sessions: config.session.max_sessions as usize,
-        http,
+        endpoint: endpoint.clone(),
         downstream_token,
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
-    let tasks = vec![
+    let mut tasks = vec![
         serve(
             mcp,
             crate::front::router(Arc::clone(&proxy)),
@@ -241,7 +245,15 @@ pub async fn start_on(
             shutdown.clone(),
         )),
     ];
-    tracing::info!(%mcp_addr, %admin_addr, upstream = url, "berth proxy serving");
+    if let Some(stdio) = endpoint.stdio().cloned() {
+        // On shutdown every child is stopped and reaped before `wait` returns.
+        let stop = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            stop.cancelled().await;
+            stdio.shutdown().await;
+        }));
+    }
+    tracing::info!(%mcp_addr, %admin_addr, upstream = %endpoint, "berth proxy serving");
     Ok(RunningProxy {
         mcp_addr,
         admin_addr,
@@ -284,6 +296,66 @@ fn downstream_secrets(
         sessions = sessions.with_signer(signer);
     }
     Ok((token, sessions))
+}
+
+/// Environment variable: wait after closing a stdio child's stdin before SIGTERM, and after
+/// SIGTERM before SIGKILL, as a duration (`2s`, the default).
+pub const STDIO_GRACE_ENV: &str = "BERTH_STDIO_GRACE";
+/// Environment variable: consecutive quick failures of the supervisor's stdio child after which
+/// the proxy stops and exits non-zero (default 5; 0 never stops; field case BR-34).
+pub const MAX_QUICK_FAILURES_ENV: &str = "BERTH_STDIO_MAX_QUICK_FAILURES";
+/// Default of [`MAX_QUICK_FAILURES_ENV`].
+pub const DEFAULT_MAX_QUICK_FAILURES: u32 = 5;
+
+/// The upstream endpoint of `config`: HTTP, stdio children, or a stdio host's socket.
+fn endpoint(
+    config: &ProxyConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    connect_budget: Duration,
+    metrics: &Metrics,
+) -> Result<Endpoint, StartError> {
+    let upstream = &config.upstream;
+    let target = match (upstream.transport, &upstream.socket) {
+        (Transport::StreamableHttp, _) => {
+            let url = upstream.url.as_deref().unwrap_or_default();
+            let headers = upstream.resolve_headers(env)?;
+            return Ok(Endpoint::Http(HttpUpstream::new(
+                url,
+                connect_budget,
+                &headers,
+            )?));
+        }
+        (Transport::Stdio, Some(socket)) => Target::Socket(socket.into()),
+        (Transport::Stdio, None) => Target::Command(upstream.command.clone()),
+    };
+    let max_line_bytes = upstream
+        .max_line_bytes
+        .map_or(crate::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
+            usize::try_from(n).unwrap_or(usize::MAX)
+        });
+    let grace = match env(STDIO_GRACE_ENV) {
+        None => crate::stdio::DEFAULT_GRACE,
+        Some(text) => berth_crds::DurationString::new(&text)
+            .to_duration()
+            .map_err(|e| StartError::Env(format!("{STDIO_GRACE_ENV}: {e}")))?,
+    };
+    Ok(Endpoint::Stdio(Arc::new(StdioEndpoint::new(
+        target,
+        max_line_bytes,
+        grace,
+        connect_budget,
+        metrics.stdio.clone(),
+    ))))
+}
+
+fn env_number(env: &dyn Fn(&str) -> Option<String>, var: &str) -> Result<Option<u32>, StartError> {
+    env(var)
+        .map(|text| {
+            text.trim()
+                .parse()
+                .map_err(|_| StartError::Env(format!("{var} must be a whole number, got {text:?}")))
+        })
+        .transpose()
 }
 
 fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, StartError> {

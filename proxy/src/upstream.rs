@@ -6,13 +6,15 @@
 //! only after the upstream reports the old one unknown. Readiness is true while a session is
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
+pub mod endpoint;
 pub mod http;
 pub mod listen;
 pub mod session;
 pub mod tools;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use berth_crds::{PolicyFinding, ToolsPolicySpec, ToolsProbePolicy, ToolsProbeSpec};
 use serde_json::{Value, json};
@@ -20,6 +22,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
+pub use endpoint::Endpoint;
 pub use http::{HttpUpstream, Reply};
 pub use session::UpstreamSession;
 use tools::Catalog;
@@ -35,6 +38,9 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Budget for ending the upstream session on shutdown; shutdown never waits longer.
 const CLOSE_BUDGET: Duration = Duration::from_secs(2);
+/// A stdio child of the supervisor that fails to initialize, or ends within this time of its
+/// handshake, is a quick failure (field case BR-34).
+pub const QUICK_FAILURE_WINDOW: Duration = Duration::from_secs(10);
 
 /// A failed exchange with the upstream. `kind()` gives a bounded label for metrics and logs.
 #[derive(Debug, thiserror::Error)]
@@ -68,11 +74,35 @@ pub enum UpstreamError {
     /// The handshake was answered, but not usably.
     #[error("{0}")]
     Handshake(String),
+    /// A stdio child could not be started, or a stdio host's socket not reached.
+    #[error("failed to start stdio upstream {target}")]
+    Spawn {
+        /// The program or socket path.
+        target: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The stdio connection ended (the child exited, closed its stdout, or the host hung up);
+    /// the text names why and carries the child's last stderr lines (redacted), for logs only.
+    #[error("{0}")]
+    Gone(String),
+    /// A stdio host refused the connection (its `--max-children` reached).
+    #[error("stdio host refused the connection: {0}")]
+    Refused(String),
+    /// A stdio reply line was longer than `upstream.maxLineBytes`.
+    #[error("upstream reply of {bytes} bytes exceeds upstream.maxLineBytes ({limit} bytes)")]
+    TooLong {
+        /// Length of the line.
+        bytes: u64,
+        /// The limit.
+        limit: usize,
+    },
 }
 
 impl UpstreamError {
     /// Bounded kind label: `config`, `encode`, `send`, `read`, `session_lost`, `status`,
-    /// `malformed`, `handshake`.
+    /// `malformed`, `handshake`, `spawn`, `gone`, `refused`, `too_long`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -83,13 +113,20 @@ impl UpstreamError {
             Self::Status { .. } => "status",
             Self::Malformed(_) => "malformed",
             Self::Handshake(_) => "handshake",
+            Self::Spawn { .. } => "spawn",
+            Self::Gone(_) => "gone",
+            Self::Refused(_) => "refused",
+            Self::TooLong { .. } => "too_long",
         }
     }
 }
 
 /// The shared upstream: the current session (if any), readiness and the tool catalogue.
 pub struct Upstream {
-    http: HttpUpstream,
+    endpoint: Endpoint,
+    max_quick_failures: u32,
+    gave_up: AtomicBool,
+    last_error: RwLock<Option<String>>,
     connect_budget: Duration,
     probe: ToolsProbeSpec,
     probe_budget: Duration,
@@ -115,6 +152,10 @@ pub struct UpstreamSettings {
     pub probe_budget: Duration,
     /// `tools`: decides which allowed tools must exist upstream.
     pub policy: ToolsPolicySpec,
+    /// Stdio: after this many consecutive quick failures of the supervisor's child the proxy
+    /// stops (and the binary exits non-zero) so the pod visibly crash-loops; 0 never stops
+    /// (field case BR-34). HTTP upstreams ignore it.
+    pub max_quick_failures: u32,
 }
 
 impl Upstream {
@@ -122,7 +163,7 @@ impl Upstream {
     /// then closes the session. Messages the upstream sends on its standalone stream go to
     /// `server_messages`.
     pub fn spawn(
-        http: HttpUpstream,
+        endpoint: Endpoint,
         settings: UpstreamSettings,
         metrics: Arc<Metrics>,
         server_messages: mpsc::Sender<Value>,
@@ -133,9 +174,13 @@ impl Upstream {
             probe,
             probe_budget,
             policy,
+            max_quick_failures,
         } = settings;
         let upstream = Arc::new(Self {
-            http,
+            endpoint,
+            max_quick_failures,
+            gave_up: AtomicBool::new(false),
+            last_error: RwLock::new(None),
             connect_budget,
             catalog: RwLock::new(Catalog::new(probe.expected_fingerprint.clone())),
             probe,
@@ -151,6 +196,30 @@ impl Upstream {
         });
         tokio::spawn(Arc::clone(&upstream).supervise(shutdown));
         upstream
+    }
+
+    /// Whether the supervisor gave up after too many consecutive quick failures of its stdio
+    /// child and stopped the proxy; the binary then exits non-zero (field case BR-34).
+    pub fn gave_up(&self) -> bool {
+        self.gave_up.load(Ordering::Relaxed)
+    }
+
+    /// The last failed handshake's error with its causes (for a stdio child: why it ended and
+    /// its last stderr lines, secret-like values redacted), for the admin `/upstream` endpoint
+    /// (field cases BR-13 b, BR-34). `None` once a handshake succeeded.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.read().ok().and_then(|e| e.clone())
+    }
+
+    fn set_last_error(&self, error: Option<String>) {
+        if let Ok(mut last) = self.last_error.write() {
+            *last = error;
+        }
+    }
+
+    /// Where upstream sessions come from.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// Whether the proxy can serve: a session is up and, unless the policy is `Never`, tools
@@ -285,13 +354,22 @@ impl Upstream {
 
     async fn supervise(self: Arc<Self>, shutdown: CancellationToken) {
         let mut backoff = MIN_BACKOFF;
+        let mut quick_failures = 0u32;
+        let mut first = true;
         loop {
+            if let Some(stdio) = self.endpoint.stdio().filter(|_| !first) {
+                stdio.metrics().restarts.inc();
+            }
+            first = false;
             let attempt = tokio::select! {
                 () = shutdown.cancelled() => break,
                 attempt = self.establish() => attempt,
             };
             self.attempts.send_modify(|n| *n += 1);
             let Some(session) = attempt else {
+                if self.quick_failure(&mut quick_failures, &shutdown) {
+                    break;
+                }
                 let wait = tokio::select! {
                     () = shutdown.cancelled() => break,
                     () = tokio::time::sleep(backoff) => backoff,
@@ -299,14 +377,15 @@ impl Upstream {
                 backoff = (wait * 2).min(MAX_BACKOFF);
                 continue;
             };
-            backoff = MIN_BACKOFF;
+            let held_since = Instant::now();
+            if self.endpoint.stdio().is_none() {
+                backoff = MIN_BACKOFF;
+            }
             let listening = CancellationToken::new();
             let (this, held) = (Arc::clone(&self), Arc::clone(&session));
             let (stop, sink) = (listening.clone(), self.server_messages.clone());
             tokio::spawn(async move {
-                let http = this.http.clone();
-                if listen::listen(http, Arc::clone(&held), stop, sink).await == listen::Ended::Lost
-                {
+                if listen::listen(Arc::clone(&held), stop, sink).await == listen::Ended::Lost {
                     this.report_lost(&held, "stream");
                 }
             });
@@ -322,15 +401,59 @@ impl Upstream {
                 let _ = tokio::time::timeout(CLOSE_BUDGET, session.close()).await;
                 break;
             }
-            tracing::warn!(upstream = %self.http.url(), "upstream session lost; re-initializing");
+            tracing::warn!(upstream = %self.endpoint, "upstream session lost; re-initializing");
+            if self.endpoint.stdio().is_some() {
+                // Its own child ended, or a client's did: readiness waits for a fresh child to
+                // complete initialize and tools/list again (field cases BR-07, BR-34).
+                session.close().await;
+                if session.is_lost() && session.claim_report() {
+                    self.metrics
+                        .upstream_session_losses
+                        .with_label_values(&["exited"])
+                        .inc();
+                }
+                if !session.is_lost() || held_since.elapsed() >= QUICK_FAILURE_WINDOW {
+                    quick_failures = 0;
+                    backoff = MIN_BACKOFF;
+                    continue;
+                }
+                if self.quick_failure(&mut quick_failures, &shutdown) {
+                    break;
+                }
+                let wait = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(backoff) => backoff,
+                };
+                backoff = (wait * 2).min(MAX_BACKOFF);
+            }
         }
+    }
+
+    /// Counts one quick failure of a stdio child; past `max_quick_failures` in a row, gives up:
+    /// stops the proxy (`shutdown`) and returns true. HTTP upstreams never give up.
+    fn quick_failure(&self, count: &mut u32, shutdown: &CancellationToken) -> bool {
+        if self.endpoint.stdio().is_none() || self.max_quick_failures == 0 {
+            return false;
+        }
+        *count += 1;
+        if *count < self.max_quick_failures {
+            return false;
+        }
+        tracing::error!(
+            upstream = %self.endpoint,
+            failures = *count,
+            "stdio upstream failed too often in a row; stopping the proxy"
+        );
+        self.gave_up.store(true, Ordering::Relaxed);
+        shutdown.cancel();
+        true
     }
 
     /// One handshake within the connect budget, then the first tools probe. Publishes the
     /// session only after the handshake completed (so no caller sees it half-initialized);
     /// readiness follows the probe.
     async fn establish(&self) -> Option<Arc<UpstreamSession>> {
-        let handshake = UpstreamSession::handshake(self.http.clone(), None);
+        let handshake = UpstreamSession::handshake(&self.endpoint, None);
         // On expiry the handshake future is dropped: its HTTP exchange is abandoned, nothing of
         // it stays behind.
         let session = match tokio::time::timeout(self.connect_budget, handshake).await {
@@ -340,7 +463,8 @@ impl Upstream {
                     .upstream_initializations
                     .with_label_values(&["error"])
                     .inc();
-                tracing::warn!(upstream = %self.http.url(), error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
+                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
+                self.set_last_error(Some(error_chain(&error)));
                 return None;
             }
             Err(_) => {
@@ -348,7 +472,11 @@ impl Upstream {
                     .upstream_initializations
                     .with_label_values(&["timeout"])
                     .inc();
-                tracing::warn!(upstream = %self.http.url(), budget_ms = self.connect_budget.as_millis() as u64, "upstream handshake timed out");
+                tracing::warn!(upstream = %self.endpoint, budget_ms = self.connect_budget.as_millis() as u64, "upstream handshake timed out");
+                self.set_last_error(Some(format!(
+                    "upstream handshake took longer than timeouts.connect ({} ms)",
+                    self.connect_budget.as_millis()
+                )));
                 return None;
             }
         };
@@ -356,8 +484,9 @@ impl Upstream {
             .upstream_initializations
             .with_label_values(&["ok"])
             .inc();
+        self.set_last_error(None);
         tracing::info!(
-            upstream = %self.http.url(),
+            upstream = %self.endpoint,
             protocol_version = session.protocol_version(),
             "upstream session initialized"
         );
@@ -380,12 +509,17 @@ impl Upstream {
     /// `list_changed`, and while the last probe failed.
     async fn hold(&self, session: &Arc<UpstreamSession>) {
         let interval = self.probe.interval().unwrap_or(Duration::from_secs(300));
+        let mut child_exits = self.endpoint.stdio().map(|stdio| stdio.exits());
         loop {
             let not_ready = !self.is_ready();
             let periodic = self.probe.policy == ToolsProbePolicy::Interval || not_ready;
             let wait = if not_ready { MAX_BACKOFF } else { interval };
             tokio::select! {
                 () = session.lost().cancelled() => return,
+                () = child_exit(&mut child_exits) => {
+                    self.set_ready(false);
+                    return;
+                }
                 () = self.refresh.notified() => {}
                 () = tokio::time::sleep(wait), if periodic => {}
                 () = self.check.notified() => {
@@ -419,11 +553,11 @@ impl Upstream {
             Ok(Ok(_)) => return true,
             Ok(Err(UpstreamError::SessionLost)) => "not_found",
             Ok(Err(error)) => {
-                tracing::warn!(upstream = %self.http.url(), error = %error_chain(&error), "upstream unreachable");
+                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), "upstream unreachable");
                 "unreachable"
             }
             Err(_) => {
-                tracing::warn!(upstream = %self.http.url(), "upstream did not answer ping within the connect budget");
+                tracing::warn!(upstream = %self.endpoint, "upstream did not answer ping within the connect budget");
                 "unreachable"
             }
         };
@@ -505,6 +639,16 @@ impl Upstream {
             }
         }
     }
+}
+
+/// Resolves when a stdio child ended on its own (never for HTTP).
+async fn child_exit(exits: &mut Option<watch::Receiver<u64>>) {
+    if let Some(exits) = exits
+        && exits.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 /// An error with its causes, `outer: inner: innermost`, for logs (never for metric labels).

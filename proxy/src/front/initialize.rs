@@ -54,19 +54,10 @@ pub async fn handle(
         },
         SessionStrategy::PerClient => {
             if proxy.sessions.len() >= proxy.max_sessions {
-                proxy
-                    .metrics
-                    .record("initialize", None, Outcome::Rejected, Duration::ZERO);
-                return Answer::error_with_data(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    id,
-                    jsonrpc::SESSION_LIMIT,
-                    "the proxy serves its maximum number of client sessions (session.maxSessions); retry later",
-                    json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
-                );
+                return session_limit(proxy, id);
             }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
-            match Dedicated::open(proxy.http.clone(), params, proxy.connect_budget).await {
+            match Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget).await {
                 Ok(dedicated) => {
                     proxy
                         .metrics
@@ -81,7 +72,11 @@ pub async fn handle(
                         .upstream_initializations
                         .with_label_values(&["error"])
                         .inc();
-                    tracing::warn!(error = %error, kind = error.kind(), "per-client upstream handshake failed");
+                    tracing::warn!(error = %crate::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
+                    if let crate::upstream::UpstreamError::Refused(_) = error {
+                        // A stdio host at its --max-children: a limit, like maxSessions.
+                        return session_limit(proxy, id);
+                    }
                     return unavailable(id, started.elapsed() >= proxy.connect_budget);
                 }
             }
@@ -110,6 +105,21 @@ pub async fn handle(
         body: json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         session: Some(session.id().to_owned()),
     }
+}
+
+/// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
+/// host at its `--max-children`): 503, -32014, outcome `rejected`.
+fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
+    proxy
+        .metrics
+        .record("initialize", None, Outcome::Rejected, Duration::ZERO);
+    Answer::error_with_data(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        jsonrpc::SESSION_LIMIT,
+        "the proxy serves its maximum number of client sessions (session.maxSessions); retry later",
+        json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
+    )
 }
 
 /// No upstream session for a new client: 504 when `timeouts.connect` ran out (a black-holed or

@@ -11,7 +11,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{HttpUpstream, MAX_BACKOFF, MIN_BACKOFF, UpstreamError, UpstreamSession};
+use super::session::Link;
+use super::{MAX_BACKOFF, MIN_BACKOFF, UpstreamError, UpstreamSession};
 
 /// Why listening ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,15 +24,33 @@ pub enum Ended {
 }
 
 /// Hands every message of the session's standalone stream to `sink` until `stop` fires, the
-/// session is lost, or the sink closes.
+/// session is lost, or the sink closes. For a stdio session the standalone stream is every
+/// child message that belongs to no pending request; its end (the child's) is `Lost`.
 pub async fn listen(
-    http: HttpUpstream,
     session: Arc<UpstreamSession>,
     stop: CancellationToken,
     sink: mpsc::Sender<Value>,
 ) -> Ended {
-    let Some(id) = session.id().map(str::to_owned) else {
-        return Ended::Stopped;
+    let (http, id) = match session.link() {
+        Link::Http(http, Some(id)) => (http.clone(), id.clone()),
+        Link::Http(_, None) => return Ended::Stopped,
+        Link::Stdio(connection) => {
+            let Some(mut messages) = connection.take_standalone() else {
+                return Ended::Stopped;
+            };
+            loop {
+                let message = tokio::select! {
+                    () = stop.cancelled() => return Ended::Stopped,
+                    message = messages.recv() => message,
+                };
+                let Some(message) = message else {
+                    return Ended::Lost;
+                };
+                if sink.send(message).await.is_err() {
+                    return Ended::Stopped;
+                }
+            }
+        }
     };
     let protocol = session.protocol_version().to_owned();
     let mut last_event_id: Option<String> = None;

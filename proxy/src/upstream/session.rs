@@ -3,6 +3,7 @@
 //! Source: MCP 2025-06-18, "Lifecycle" (initialize, then `notifications/initialized`) and
 //! "Transports: Streamable HTTP / Session Management".
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use futures::StreamExt;
@@ -10,7 +11,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::UpstreamError;
+use super::endpoint::Endpoint;
 use super::http::{HttpUpstream, Reply};
+use crate::stdio::Connection;
 
 /// Protocol revisions that have an `initialize` handshake, oldest first.
 pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -18,11 +21,19 @@ pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-1
 /// The revision the proxy asks the upstream for: the newest with an `initialize` handshake.
 pub const REQUESTED_VERSION: &str = "2025-11-25";
 
+/// The transport under one upstream session.
+#[derive(Debug)]
+pub enum Link {
+    /// A Streamable HTTP endpoint and the session's `Mcp-Session-Id`.
+    Http(HttpUpstream, Option<String>),
+    /// A stdio connection: one child, this session alone.
+    Stdio(Arc<Connection>),
+}
+
 /// An initialized upstream session.
 #[derive(Debug)]
 pub struct UpstreamSession {
-    http: HttpUpstream,
-    id: Option<String>,
+    link: Link,
     protocol_version: String,
     initialize_result: Value,
     next_request_id: AtomicU64,
@@ -46,13 +57,24 @@ impl UpstreamSession {
     /// Applies no timeout itself; callers wrap it in the connect budget. Dropping it abandons
     /// the handshake and leaves no session behind on the proxy's side.
     pub async fn handshake(
-        http: HttpUpstream,
+        endpoint: &Endpoint,
         params: Option<Value>,
     ) -> Result<Self, UpstreamError> {
         let params = params.unwrap_or_else(proxy_initialize_params);
         let request =
             json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });
-        let (reply, id) = http.post(&request, None, None).await?;
+        let (reply, link) = match endpoint {
+            Endpoint::Http(http) => {
+                let (reply, id) = http.post(&request, None, None).await?;
+                (reply, Link::Http(http.clone(), id))
+            }
+            Endpoint::Stdio(stdio) => {
+                // Dropping this future drops the connection, which stops the child.
+                let connection = Arc::new(stdio.open().await?);
+                let reply = stdio_reply(connection.send(&request).await?);
+                (reply, Link::Stdio(connection))
+            }
+        };
         let response = final_response(reply, &json!(0)).await?;
         if let Some(error) = response.get("error") {
             return Err(UpstreamError::Handshake(format!(
@@ -73,13 +95,16 @@ impl UpstreamSession {
                 "upstream chose unsupported protocol version {protocol_version:?}"
             )));
         }
+        let lost = match &link {
+            Link::Stdio(connection) => connection.ended().child_token(),
+            Link::Http(..) => CancellationToken::new(),
+        };
         let session = Self {
-            http,
-            id,
+            link,
             protocol_version,
             initialize_result: result,
             next_request_id: AtomicU64::new(1),
-            lost: CancellationToken::new(),
+            lost,
             reported: AtomicBool::new(false),
         };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
@@ -89,7 +114,15 @@ impl UpstreamSession {
 
     /// The upstream's `Mcp-Session-Id`, `None` for a server that runs without sessions.
     pub fn id(&self) -> Option<&str> {
-        self.id.as_deref()
+        match &self.link {
+            Link::Http(_, id) => id.as_deref(),
+            Link::Stdio(_) => None,
+        }
+    }
+
+    /// The transport under this session.
+    pub fn link(&self) -> &Link {
+        &self.link
     }
 
     /// The protocol revision negotiated with the upstream, e.g. `2025-06-18`.
@@ -132,8 +165,11 @@ impl UpstreamSession {
     /// # Errors
     /// As [`HttpUpstream::post`]; a [`UpstreamError::SessionLost`] also marks the session lost.
     pub async fn send(&self, message: &Value) -> Result<Reply, UpstreamError> {
-        let result = self
-            .http
+        let http = match &self.link {
+            Link::Http(http, _) => http,
+            Link::Stdio(connection) => return connection.send(message).await.map(stdio_reply),
+        };
+        let result = http
             .post(message, self.id(), Some(&self.protocol_version))
             .await;
         if matches!(result, Err(UpstreamError::SessionLost)) {
@@ -155,12 +191,17 @@ impl UpstreamSession {
         final_response(reply, &id).await
     }
 
-    /// Ends the session upstream with `DELETE` (best effort).
+    /// Ends the session upstream: `DELETE` for HTTP (best effort); for stdio the child's stdin
+    /// closes and it is stopped and reaped in the background.
     pub async fn close(&self) {
-        if let Some(id) = &self.id
-            && let Err(error) = self.http.delete(id).await
-        {
-            tracing::debug!(%error, "failed to delete upstream session");
+        match &self.link {
+            Link::Http(http, Some(id)) => {
+                if let Err(error) = http.delete(id).await {
+                    tracing::debug!(%error, "failed to delete upstream session");
+                }
+            }
+            Link::Http(_, None) => {}
+            Link::Stdio(connection) => connection.close(),
         }
     }
 }
@@ -174,6 +215,16 @@ pub fn proxy_initialize_params() -> Value {
         "capabilities": { "sampling": {}, "elicitation": {}, "roots": { "listChanged": true } },
         "clientInfo": { "name": "berth-proxy", "version": env!("CARGO_PKG_VERSION") },
     })
+}
+
+/// A stdio reply as the HTTP-shaped [`Reply`] the forwarding code handles: a stream for a
+/// request, `Accepted` for anything else.
+fn stdio_reply(pending: crate::stdio::PendingReply) -> Reply {
+    if pending.is_request() {
+        Reply::Stream(Box::pin(pending))
+    } else {
+        Reply::Accepted
+    }
 }
 
 /// Waits for the response with `id` in a reply.

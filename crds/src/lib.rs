@@ -12,8 +12,8 @@ pub mod tool_policy;
 
 pub use duration::{DurationError, DurationString};
 pub use mcp_upstream::{
-    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, Transport,
-    UpstreamHeader, UpstreamSpec, crd_yaml,
+    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, ToolsStatus,
+    Transport, UpstreamHeader, UpstreamSpec, UpstreamStatus, crd_yaml,
 };
 pub use proxy_config::{
     DownstreamAuth, DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec,

@@ -19,6 +19,7 @@ pub mod controller;
 pub mod labels;
 pub mod metrics;
 pub mod reconcile;
+pub mod report;
 pub mod status;
 pub mod validate;
 

@@ -211,6 +211,7 @@ for resource in deployments.apps services configmaps; do
   for verb in get create patch; do can "$verb" "$resource" -n team-a; done
 done
 for verb in create patch; do can "$verb" events.events.k8s.io -n team-a; done
+can list pods --all-namespaces
 # Leader election: the Lease in the release namespace only.
 for verb in get create update patch watch; do can "$verb" leases.coordination.k8s.io -n "$ns"; done
 cannot update leases.coordination.k8s.io -n team-a
@@ -236,6 +237,7 @@ done <<< "$rules"
 cannot delete deployments.apps -n team-a
 cannot update deployments.apps -n team-a
 cannot get secrets -n team-a
+cannot create pods -n team-a
 cannot create roles.rbac.authorization.k8s.io -n team-a
 cannot create mcpupstreams.berth.dev -n team-a
 cannot update customresourcedefinitions.apiextensions.k8s.io

@@ -428,3 +428,21 @@ fn transitions_unchanged_status_publishes_nothing() {
     assert!(is_current(&current, &again));
     assert!(events::transitions(&current, &again).is_empty());
 }
+
+#[test]
+fn conditions_available_with_unavailable_replicas_is_degraded() {
+    let status = "status:
+  observedGeneration: 2
+  unavailableReplicas: 1
+  conditions:
+  - {type: Available, status: 'True', reason: MinimumReplicasAvailable, message: ok}
+  - {type: Progressing, status: 'True', reason: NewReplicaSetAvailable, message: done}
+";
+    let status = desired(&upstream(""), observation(status, &Report::default()), now());
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "ReplicasUnavailable")
+    );
+    assert_eq!(condition(&status, "Ready").status, "True");
+}

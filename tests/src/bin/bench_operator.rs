@@ -11,7 +11,8 @@
 //! (`berth_operator_api_writes_total`). Issue 5 targets: ≤ 60 s, ≤ 64 MiB, 0 writes.
 //!
 //! The operator binary: `--operator-bin PATH`, else `$BERTH_OPERATOR_BIN`, else the
-//! `berth-operator` beside this program (built with cargo in the same profile when missing).
+//! `berth-operator` beside this program (built with cargo in the same profile when missing;
+//! `berth_tests::cluster::operator::operator_bin`).
 //! Everything listens on 127.0.0.1; every wait has a deadline.
 //!
 //! Run: `cargo run --release -p berth-tests --bin bench_operator` (flags: `--upstreams N`,
@@ -78,30 +79,6 @@ fn parse_args() -> anyhow::Result<Args> {
         "--resync-seconds must be positive"
     );
     Ok(args)
-}
-
-fn sibling_operator_bin() -> anyhow::Result<PathBuf> {
-    let me = std::env::current_exe().context("current exe")?;
-    let dir = me.parent().context("exe has a directory")?;
-    let bin = dir.join("berth-operator");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = std::process::Command::new(cargo);
-    build
-        .args(["build", "-p", "berth-operator", "--bin", "berth-operator"])
-        .current_dir(berth_tests::repo_root());
-    if !cfg!(debug_assertions) {
-        build.arg("--release");
-    }
-    eprintln!("building berth-operator ({})", bin.display());
-    let status = build.status().context("run cargo build")?;
-    ensure!(
-        status.success() && bin.exists(),
-        "cargo build -p berth-operator failed; pass --operator-bin"
-    );
-    Ok(bin)
 }
 
 /// The `berth-operator run` process; killed when dropped.
@@ -193,7 +170,7 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let bin = match &args.operator_bin {
         Some(bin) => bin.clone(),
-        None => sibling_operator_bin()?,
+        None => berth_tests::cluster::operator::operator_bin(),
     };
     let client = client().await;
     ensure_crd(&client).await;

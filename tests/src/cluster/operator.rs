@@ -2,9 +2,11 @@
 //!
 //! [`Operator`] runs `berth_operator::run_with_metrics` on a thread with its own runtime (so it
 //! outlives nothing but itself), scoped by its [`Settings`], with its [`Metrics`] readable by the
-//! test, stoppable gracefully or abruptly. [`play_kubelet`] writes a Pod's status the way a
+//! test, stoppable gracefully or abruptly; [`operator_bin`] finds the real binary for tests that
+//! run it as a process. [`play_kubelet`] writes a Pod's status the way a
 //! kubelet would, since the local control plane runs none.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -155,6 +157,43 @@ impl Operator {
         let slower = (total - within) as u64;
         slower
     }
+}
+
+/// The `berth-operator` binary of this workspace: `$BERTH_OPERATOR_BIN`, else the one cargo
+/// builds beside the calling test or program (`target/<profile>/berth-operator`), built with
+/// cargo in the same profile when missing.
+///
+/// # Panics
+/// When it cannot be found or built.
+pub fn operator_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("BERTH_OPERATOR_BIN") {
+        return PathBuf::from(bin);
+    }
+    let me = std::env::current_exe().expect("current exe");
+    let mut dir = me.parent().expect("exe has a directory");
+    // Test binaries live in target/<profile>/deps, programs in target/<profile>.
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("deps has a parent");
+    }
+    let bin = dir.join("berth-operator");
+    if bin.exists() {
+        return bin;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = std::process::Command::new(cargo);
+    build
+        .args(["build", "-p", "berth-operator", "--bin", "berth-operator"])
+        .current_dir(crate::repo_root());
+    if !cfg!(debug_assertions) {
+        build.arg("--release");
+    }
+    eprintln!("building berth-operator ({})", bin.display());
+    let status = build.status().expect("run cargo build");
+    assert!(
+        status.success() && bin.exists(),
+        "cargo build -p berth-operator failed; set BERTH_OPERATOR_BIN"
+    );
+    bin
 }
 
 /// Settings of a test's own operator: [`super::PROXY_IMAGE`], no metrics listener, only

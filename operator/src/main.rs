@@ -31,7 +31,7 @@ enum Command {
         #[arg(long, env = "BERTH_CLUSTER_DOMAIN", default_value = "cluster.local")]
         cluster_domain: String,
         /// Most reconciles running at once.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = berth_operator::controller::DEFAULT_CONCURRENCY)]
         concurrency: u16,
         /// Seconds between re-reconciles of an unchanged McpUpstream (drift safety net).
         #[arg(long, default_value_t = berth_operator::reconcile::RESYNC_INTERVAL.as_secs())]

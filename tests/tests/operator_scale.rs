@@ -232,9 +232,11 @@ async fn operator_two_replicas_one_reconciles_and_successor_takes_over_after_lea
         .expect("McpUpstream accepted");
     eventually_deployment(&ns, "two", SETTLE_DEADLINE).await;
     // The Deployment exists once applied; the reconcile finishes after the status write.
-    wait_for("the successor's reconciles to finish", SETTLE_DEADLINE, || async {
-        (second.metrics.total_reconciliations() > 0).then_some(())
-    })
+    wait_for(
+        "the successor's reconciles to finish",
+        SETTLE_DEADLINE,
+        || async { (second.metrics.total_reconciliations() > 0).then_some(()) },
+    )
     .await;
     assert_eq!(second.metrics.leader.get(), 1);
 

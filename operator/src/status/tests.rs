@@ -438,7 +438,11 @@ fn conditions_available_with_unavailable_replicas_is_degraded() {
   - {type: Available, status: 'True', reason: MinimumReplicasAvailable, message: ok}
   - {type: Progressing, status: 'True', reason: NewReplicaSetAvailable, message: done}
 ";
-    let status = desired(&upstream(""), observation(status, &Report::default()), now());
+    let status = desired(
+        &upstream(""),
+        observation(status, &Report::default()),
+        now(),
+    );
     let degraded = condition(&status, "Degraded");
     assert_eq!(
         (degraded.status.as_str(), degraded.reason.as_str()),

@@ -16,7 +16,8 @@
 //! Everything listens on 127.0.0.1; every wait has a deadline.
 //!
 //! Run: `cargo run --release -p berth-tests --bin bench_operator` (flags: `--upstreams N`,
-//! `--idle-seconds S`, `--resync-seconds S`, `--operator-bin PATH`).
+//! `--idle-seconds S`, `--resync-seconds S`, `--concurrency N` (the operator's; default its own
+//! default), `--operator-bin PATH`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -44,6 +45,7 @@ struct Args {
     upstreams: usize,
     idle: Duration,
     resync: Duration,
+    concurrency: Option<u16>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -52,6 +54,7 @@ fn parse_args() -> anyhow::Result<Args> {
         upstreams: 1000,
         idle: Duration::from_secs(60),
         resync: Duration::from_secs(25),
+        concurrency: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -64,12 +67,13 @@ fn parse_args() -> anyhow::Result<Args> {
             "--idle-seconds" => {
                 args.idle = Duration::from_secs(value.parse().context("--idle-seconds")?)
             }
+            "--concurrency" => args.concurrency = Some(value.parse().context("--concurrency")?),
             "--resync-seconds" => {
                 args.resync = Duration::from_secs(value.parse().context("--resync-seconds")?);
             }
             _ => bail!(
                 "unknown flag {flag} (known: --operator-bin, --upstreams, --idle-seconds, \
-                 --resync-seconds)"
+                 --resync-seconds, --concurrency)"
             ),
         }
     }
@@ -88,14 +92,18 @@ struct OperatorProcess {
 }
 
 impl OperatorProcess {
-    fn start(bin: &PathBuf, namespace: &str, resync: Duration) -> anyhow::Result<Self> {
+    fn start(bin: &PathBuf, namespace: &str, args: &Args) -> anyhow::Result<Self> {
         let port = berth_tests::free_port();
-        let child = Command::new(bin)
-            .args(["run", "--namespace", namespace])
+        let mut command = Command::new(bin);
+        command.args(["run", "--namespace", namespace]);
+        if let Some(concurrency) = args.concurrency {
+            command.arg(format!("--concurrency={concurrency}"));
+        }
+        let child = command
             .arg("--metrics-listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--resync-seconds")
-            .arg(resync.as_secs().to_string())
+            .arg(args.resync.as_secs().to_string())
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -175,7 +183,7 @@ async fn main() -> anyhow::Result<()> {
     let client = client().await;
     ensure_crd(&client).await;
     let ns = TestNamespace::create(&client, "bench-operator").await;
-    let operator = OperatorProcess::start(&bin, &ns.name, args.resync)?;
+    let operator = OperatorProcess::start(&bin, &ns.name, &args)?;
     let http = reqwest::Client::builder().no_proxy().build()?;
     let (started_rss, _) = operator.memory_kib()?;
     let n = args.upstreams;

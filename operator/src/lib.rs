@@ -3,14 +3,17 @@
 //! Responsible for: turning an `McpUpstream` into a ConfigMap (the rendered proxy config), a
 //! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar) and
 //! a Service, keeping them as declared (server-side apply, hand edits reverted, no write at
-//! steady state), and reporting `status` (`observedGeneration`, `endpoint`, the `Ready`
-//! condition) plus Prometheus metrics; with leader election, reconciling only while holding a
-//! Lease ([`controller`]).
+//! steady state), and reporting `status` (`observedGeneration`, `endpoint`, the conditions
+//! `Ready`, `Progressing`, `Degraded`, `UpstreamReady`, `ToolsDiscovered`, the running upstream
+//! image ID and the proxy's tool report, read from each proxy's admin port by [`report`]) with an
+//! Event per condition transition, plus Prometheus metrics; with leader election, reconciling
+//! only while holding a Lease ([`controller`]). Why the operator reads the proxy instead of the
+//! proxy writing status: `operator/README.md`.
 //! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does).
 //!
 //! Each reconcile is a pipeline of named steps, one module each:
-//! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`status`]; [`reconcile`] strings them
-//! together and [`controller`] runs it for every object.
+//! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`report`] -> [`status`];
+//! [`reconcile`] strings them together and [`controller`] runs it for every object.
 
 pub mod admin;
 pub mod apply;

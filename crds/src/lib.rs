@@ -18,8 +18,8 @@ pub use mcp_upstream::proxy_auth::{ProxyAuth, SecretKeyReference};
 pub use mcp_upstream::security::{UpstreamCapabilities, UpstreamSecurityContext};
 pub use mcp_upstream::session::SessionSettings;
 pub use mcp_upstream::{
-    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, Transport,
-    UpstreamHeader, UpstreamSpec, crd_yaml,
+    HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, ToolsStatus,
+    Transport, UpstreamHeader, UpstreamSpec, UpstreamStatus, crd_yaml,
 };
 pub use proxy_config::{
     DownstreamAuth, DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec,

@@ -265,8 +265,15 @@ pub struct McpUpstreamStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Standard conditions. `Ready` is `True` when the proxy Deployment is available, that is
-    /// when its pods report the upstream session initialized and the tool list obtained.
+    /// Standard conditions, each with its own `observedGeneration`:
+    /// `Ready` (the proxy Deployment is available and its proxies answer the operator),
+    /// `Progressing` (a rollout is under way), `Degraded` (serving, or trying to, with a fault:
+    /// a stalled rollout, missing replicas, an allowed tool the upstream lacks, a failed apply),
+    /// `UpstreamReady` (at least one pod is ready, i.e. the proxy's `/readyz` holds an
+    /// initialized upstream session; the message carries the proxy's reason otherwise) and
+    /// `ToolsDiscovered` (the proxy listed the upstream's tools; count and fingerprint in
+    /// `status.tools`, reason `AllowedToolMissing` naming the tools `spec.tools.allow` lists but
+    /// the upstream lacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
@@ -274,6 +281,49 @@ pub struct McpUpstreamStatus {
     /// `http://weather.team-a.svc.cluster.local:8080/mcp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
+    /// The upstream image as pinned in the spec and as the running pods report it, so the two
+    /// can be compared. Absent until a pod reports its containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<UpstreamStatus>,
+    /// The upstream's tools as the proxy last listed them (read from the proxy's admin endpoint
+    /// `/tools`). Absent until a running proxy answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsStatus>,
+}
+
+/// What runs as the upstream container, from the pods' `status.initContainerStatuses` (the
+/// upstream is a native sidecar).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamStatus {
+    /// The image the spec pins, copied from `spec.upstream.image`, e.g.
+    /// `docker.io/mcp/everything@sha256:<64 hex>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The image ID the container runtime reports for the running upstream container
+    /// (`containerStatuses[].imageID`), e.g. `docker.io/mcp/everything@sha256:<64 hex>`. When
+    /// the pods disagree (a rollout), the first ready pod's, else the first reporting pod's.
+    #[serde(default, rename = "imageID", skip_serializing_if = "Option::is_none")]
+    pub image_id: Option<String>,
+    /// Whether the digest of `imageID` equals the digest pinned in `image`. Absent when no pod
+    /// reports an image ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_matches: Option<bool>,
+}
+
+/// The tool list a running proxy reports (`GET /tools` on its admin port).
+#[derive(KubeSchema, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsStatus {
+    /// Number of upstream tools the proxy exposes after `spec.tools` filtering.
+    pub count: i64,
+    /// `sha256:<64 hex>` over the exposed tools' names and input schemas; pin it in
+    /// `spec.toolsProbe.expectedFingerprint` to block drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<String>,
+    /// Names in `spec.tools.allow` the upstream does not offer (issue 7); empty when all exist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing: Vec<String>,
 }
 
 fn default_port() -> i32 {

@@ -4,15 +4,18 @@
 //! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar, or
 //! for stdio servers a stdio host in the server's image), a Service, a create-once Secret with
 //! the session-signing key, and the opt-in NetworkPolicy and PodDisruptionBudget, keeping them
-//! as declared (server-side apply, hand edits reverted, no write at
-//! steady state), and reporting `status` (`observedGeneration`, `endpoint`, the `Ready`
-//! condition) plus Prometheus metrics; with leader election, reconciling only while holding a
-//! Lease ([`controller`]).
+//! as declared (server-side apply, hand edits reverted, no write at steady state), and reporting
+//! `status` (`observedGeneration`, `endpoint`, the conditions `Ready`, `Progressing`,
+//! `Degraded`, `UpstreamReady`, `ToolsDiscovered`, the running upstream image ID and the proxy's
+//! tool report, read from each proxy's admin port by [`report`]) with an Event per condition
+//! transition, plus Prometheus metrics; with leader election, reconciling only while holding a
+//! Lease ([`controller`]). Why the operator reads the proxy instead of the proxy writing
+//! status: `operator/README.md`.
 //! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does).
 //!
 //! Each reconcile is a pipeline of named steps, one module each:
-//! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`status`]; [`reconcile`] strings them
-//! together and [`controller`] runs it for every object.
+//! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`report`] -> [`status`];
+//! [`reconcile`] strings them together and [`controller`] runs it for every object.
 
 pub mod admin;
 pub mod apply;
@@ -21,6 +24,7 @@ pub mod controller;
 pub mod labels;
 pub mod metrics;
 pub mod reconcile;
+pub mod report;
 pub mod status;
 pub mod validate;
 

@@ -13,6 +13,8 @@ struct Args {
     command: Command,
 }
 
+// Parsed once at start-up; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the McpUpstream CustomResourceDefinition as YAML.
@@ -29,8 +31,11 @@ enum Command {
         #[arg(long, env = "BERTH_CLUSTER_DOMAIN", default_value = "cluster.local")]
         cluster_domain: String,
         /// Most reconciles running at once.
-        #[arg(long, default_value_t = 4)]
+        #[arg(long, default_value_t = berth_operator::controller::DEFAULT_CONCURRENCY)]
         concurrency: u16,
+        /// Seconds between re-reconciles of an unchanged McpUpstream (drift safety net).
+        #[arg(long, default_value_t = berth_operator::reconcile::RESYNC_INTERVAL.as_secs())]
+        resync_seconds: u64,
         /// Only watch McpUpstreams in this namespace (default: all namespaces).
         #[arg(long, env = "BERTH_WATCH_NAMESPACE")]
         namespace: Option<String>,
@@ -73,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
             proxy_image,
             cluster_domain,
             concurrency,
+            resync_seconds,
             namespace,
             leader_elect,
             lease_namespace,
@@ -96,6 +102,7 @@ async fn main() -> anyhow::Result<()> {
                 metrics_listen: Some(metrics_listen),
                 cluster_domain,
                 concurrency,
+                resync_interval: std::time::Duration::from_secs(resync_seconds.max(1)),
                 namespace,
                 leader_election: leader_elect.then(|| berth_operator::LeaderElection {
                     namespace: lease_namespace,
@@ -104,7 +111,6 @@ async fn main() -> anyhow::Result<()> {
                     lease_duration_seconds,
                     renew_grace_seconds: lease_renew_grace_seconds,
                 }),
-                ..berth_operator::Settings::default()
             };
             berth_operator::run(client, settings, shutdown_signal())
                 .await

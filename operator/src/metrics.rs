@@ -6,10 +6,13 @@
 
 use std::time::Duration;
 
+use berth_crds::McpUpstream;
 use prometheus::{
     Encoder, Histogram, HistogramOpts, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
+
+use crate::status::CONDITION_TYPES;
 
 /// `result` label value: the children were applied and the status written.
 pub const RESULT_OK: &str = "ok";
@@ -17,6 +20,10 @@ pub const RESULT_OK: &str = "ok";
 pub const RESULT_INVALID_SPEC: &str = "invalid_spec";
 /// `result` label value: a transient failure; the object is retried with backoff.
 pub const RESULT_ERROR: &str = "error";
+
+/// `status` label values of `berth_operator_mcpupstreams`; a missing condition counts as
+/// `Unknown`.
+pub const CONDITION_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
 
 /// `kind` label value of a status write (server-side apply of the `status` subresource).
 pub const WRITE_MCP_UPSTREAM_STATUS: &str = "McpUpstreamStatus";
@@ -50,6 +57,10 @@ pub struct Metrics {
     /// `berth_operator_leader`: 1 while this replica runs the controller (always 1 without
     /// leader election, once started).
     pub leader: IntGauge,
+    /// `berth_operator_mcpupstreams{condition,status}`: McpUpstreams whose condition `condition`
+    /// (one of the operator's condition types) has status `status` (`True`, `False`,
+    /// `Unknown`), as the controller's cache holds them; refreshed by [`Self::count_conditions`].
+    pub mcp_upstreams: IntGaugeVec,
 }
 
 impl Metrics {
@@ -94,6 +105,18 @@ impl Metrics {
             "berth_operator_leader",
             "1 while this replica holds the lease and runs the controller",
         )?;
+        let mcp_upstreams = IntGaugeVec::new(
+            Opts::new(
+                "berth_operator_mcpupstreams",
+                "McpUpstreams by condition type and condition status",
+            ),
+            &["condition", "status"],
+        )?;
+        for condition in CONDITION_TYPES {
+            for status in CONDITION_STATUSES {
+                mcp_upstreams.with_label_values(&[condition, status]);
+            }
+        }
         let build_info = IntGaugeVec::new(
             Opts::new("berth_build_info", "build information; always 1"),
             &["version", "component"],
@@ -113,6 +136,7 @@ impl Metrics {
         registry.register(Box::new(reconcile_duration.clone()))?;
         registry.register(Box::new(api_writes.clone()))?;
         registry.register(Box::new(leader.clone()))?;
+        registry.register(Box::new(mcp_upstreams.clone()))?;
         registry.register(Box::new(build_info))?;
         Ok(Self {
             registry,
@@ -121,7 +145,40 @@ impl Metrics {
             reconcile_duration,
             api_writes,
             leader,
+            mcp_upstreams,
         })
+    }
+
+    /// Sets `berth_operator_mcpupstreams` from `upstreams`: for each of the operator's condition
+    /// types and each status, how many carry it. An McpUpstream without a condition of a type
+    /// counts as `Unknown` for it.
+    pub fn count_conditions<'a>(&self, upstreams: impl IntoIterator<Item = &'a McpUpstream>) {
+        let mut counts = [[0_i64; 3]; CONDITION_TYPES.len()];
+        for upstream in upstreams {
+            let conditions = upstream
+                .status
+                .as_ref()
+                .map(|s| s.conditions.as_slice())
+                .unwrap_or_default();
+            for (row, type_) in counts.iter_mut().zip(CONDITION_TYPES) {
+                let status = conditions
+                    .iter()
+                    .find(|c| c.type_ == type_)
+                    .map_or("Unknown", |c| c.status.as_str());
+                let column = CONDITION_STATUSES
+                    .iter()
+                    .position(|s| *s == status)
+                    .unwrap_or(2);
+                row[column] += 1;
+            }
+        }
+        for (row, type_) in counts.iter().zip(CONDITION_TYPES) {
+            for (count, status) in row.iter().zip(CONDITION_STATUSES) {
+                self.mcp_upstreams
+                    .with_label_values(&[type_, status])
+                    .set(*count);
+            }
+        }
     }
 
     /// Counts one finished reconcile with `result` (one of the `RESULT_*` constants) that took
@@ -216,6 +273,49 @@ mod tests {
         assert!(
             text.contains("berth_build_info{component=\"operator\",version=\""),
             "{text}"
+        );
+    }
+
+    fn upstream(ready: Option<&str>) -> McpUpstream {
+        let conditions = ready.map_or(String::new(), |status| {
+            format!(
+                "status: {{conditions: [{{type: Ready, status: '{status}', reason: r, message: m, \
+                 lastTransitionTime: '2030-01-01T00:00:00Z'}}]}}"
+            )
+        });
+        serde_yaml::from_str(&format!(
+            "apiVersion: berth.dev/v1alpha1\nkind: McpUpstream\nmetadata: {{name: a}}\n\
+             spec: {{upstream: {{image: 'r/x@sha256:{}'}}}}\n{conditions}",
+            "0".repeat(64)
+        ))
+        .expect("upstream fixture parses")
+    }
+
+    #[test]
+    fn count_conditions_counts_each_status_and_missing_as_unknown() {
+        let metrics = Metrics::new().expect("metrics register");
+        let upstreams = [
+            upstream(Some("True")),
+            upstream(Some("True")),
+            upstream(Some("False")),
+            upstream(None),
+        ];
+        metrics.count_conditions(&upstreams);
+        let text = metrics.render();
+        for line in [
+            "berth_operator_mcpupstreams{condition=\"Ready\",status=\"True\"} 2",
+            "berth_operator_mcpupstreams{condition=\"Ready\",status=\"False\"} 1",
+            "berth_operator_mcpupstreams{condition=\"Ready\",status=\"Unknown\"} 1",
+            "berth_operator_mcpupstreams{condition=\"Degraded\",status=\"Unknown\"} 4",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+        metrics.count_conditions(&upstreams[..1]);
+        assert!(
+            metrics
+                .render()
+                .contains("berth_operator_mcpupstreams{condition=\"Ready\",status=\"False\"} 0"),
+            "a refresh replaces the counts"
         );
     }
 }

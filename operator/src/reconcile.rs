@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use berth_crds::McpUpstream;
+use berth_crds::{McpUpstream, McpUpstreamStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -20,8 +20,12 @@ use tracing::{debug, info, warn};
 use crate::apply::{Applied, apply};
 use crate::build::{BuildError, build};
 use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK, WRITE_EVENT};
-use crate::status::{self, REASON_INVALID_SPEC, Readiness};
-use crate::validate::{InvalidSpec, validate};
+use crate::report::{self, ListPodsError};
+use crate::status::conditions::{
+    self, CONDITION_READY, REASON_PROXY_REPORT_FAILED, REASON_PROXY_REPORT_TIMEOUT,
+};
+use crate::status::{self, Observation, events};
+use crate::validate::validate;
 use crate::{FIELD_MANAGER, Settings};
 
 /// Longest one reconcile may take before it is abandoned and retried with backoff, so a stuck
@@ -37,6 +41,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// Event action of every Event the operator publishes.
 pub const EVENT_ACTION: &str = "Reconcile";
+/// `kind` label of `berth_operator_reconcile_errors_total` for a reconcile whose proxy did not
+/// answer (`Ready=False`, reason `ProxyReportTimeout` or `ProxyReportFailed`).
+pub const KIND_PROXY_UNANSWERED: &str = "proxy_unanswered";
 /// Event reason of a Warning for a reconcile that failed transiently.
 pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
 
@@ -66,6 +73,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The API server refused to list the McpUpstream's pods.
+    #[error(transparent)]
+    ListPods(#[from] ListPodsError),
     /// The reconcile did not finish within [`RECONCILE_TIMEOUT`].
     #[error("reconcile of {name} did not finish within {after:?}")]
     Timeout {
@@ -83,6 +93,7 @@ impl Error {
             Self::Build(err) => err.kind(),
             Self::Apply { .. } => "apply",
             Self::PatchStatus { .. } => "patch_status",
+            Self::ListPods(_) => "list_pods",
             Self::Timeout { .. } => "timeout",
         }
     }
@@ -100,20 +111,30 @@ pub struct Context {
     pub settings: Settings,
     /// What was last applied to each child, so steady state writes nothing.
     pub applied: Applied,
+    /// Client for the proxies' admin endpoints ([`report::http_client`]).
+    pub http: reqwest::Client,
     backoff: Backoff,
 }
 
 impl Context {
     /// A context reporting Events as [`FIELD_MANAGER`] from this host.
-    pub fn new(client: Client, settings: Settings, metrics: Arc<Metrics>) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// When the HTTP client for the proxies cannot be built ([`report::http_client`]).
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, reqwest::Error> {
+        Ok(Self {
             recorder: Recorder::new(client.clone(), Reporter::from(FIELD_MANAGER)),
             client,
             metrics,
             settings,
             applied: Applied::default(),
+            http: report::http_client()?,
             backoff: Backoff::default(),
-        }
+        })
     }
 }
 
@@ -124,6 +145,9 @@ enum Outcome {
     Applied,
     /// The spec cannot be served; status says so.
     InvalidSpec,
+    /// Children applied and status written, but the proxy did not answer the operator; retried
+    /// with the per-object backoff.
+    ProxyUnanswered,
 }
 
 /// Reconciles `upstream`: the controller's reconcile callback.
@@ -153,7 +177,9 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
     let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     match result {
         Ok(outcome) => {
-            ctx.backoff.reset(&ObjectRef::from_obj(upstream.as_ref()));
+            if outcome != Outcome::ProxyUnanswered {
+                ctx.backoff.reset(&ObjectRef::from_obj(upstream.as_ref()));
+            }
             match outcome {
                 Outcome::Applied => {
                     ctx.metrics.observe(RESULT_OK, elapsed);
@@ -165,6 +191,16 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
                     info!(%name, %namespace, elapsed_ms, "spec is invalid, awaiting change");
                     Ok(Action::await_change())
                 }
+                Outcome::ProxyUnanswered => {
+                    let delay = ctx.backoff.next(ObjectRef::from_obj(upstream.as_ref()));
+                    ctx.metrics.observe_error(KIND_PROXY_UNANSWERED, elapsed);
+                    info!(
+                        %name, %namespace, elapsed_ms,
+                        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        "proxy did not answer, retrying with backoff"
+                    );
+                    Ok(Action::requeue(delay))
+                }
             }
         }
         Err(err) => {
@@ -174,52 +210,105 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
     }
 }
 
-/// The pipeline proper: validate -> build -> apply -> update status.
+/// The pipeline proper: validate -> build -> apply -> read the pods' report -> update status.
 async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Error> {
+    let current = upstream.status.clone().unwrap_or_default();
     let config = match validate(upstream) {
         Ok(config) => config,
         Err(invalid) => {
-            reject(upstream, ctx, &invalid).await?;
+            // Children already running from an earlier valid spec are left as they are, and so
+            // is what the status says about them.
+            let observation = Observation {
+                verdicts: conditions::invalid(&invalid),
+                endpoint: None,
+                upstream: current.upstream,
+                tools: current.tools,
+            };
+            write_status(upstream, ctx, observation).await?;
             return Ok(Outcome::InvalidSpec);
         }
     };
     let children = build(upstream, &ctx.settings.proxy_image, &config)?;
-    let deployment = apply(&ctx.client, &ctx.applied, &ctx.metrics, &children).await?;
+    let deployment = match apply(&ctx.client, &ctx.applied, &ctx.metrics, &children).await {
+        Ok(deployment) => deployment,
+        Err(err) => {
+            report_apply_failure(upstream, ctx, &err, current).await;
+            return Err(err);
+        }
+    };
     let endpoint = status::endpoint(
         &upstream.name_any(),
         &upstream.namespace().unwrap_or_default(),
         &ctx.settings.cluster_domain,
         upstream.spec.proxy.port,
     );
-    let readiness = Readiness::of_deployment(&deployment);
-    let desired = status::desired(upstream, &readiness, Some(endpoint), Timestamp::now());
-    status::patch(&ctx.client, &ctx.metrics, upstream, &desired).await?;
-    Ok(Outcome::Applied)
+    let report = report::read(&ctx.client, &ctx.http, upstream).await?;
+    let verdicts = conditions::observed(&deployment, &report);
+    let unverified = verdicts.iter().any(|v| {
+        v.type_ == CONDITION_READY
+            && [REASON_PROXY_REPORT_TIMEOUT, REASON_PROXY_REPORT_FAILED].contains(&v.reason)
+    });
+    let observation = Observation {
+        verdicts,
+        endpoint: Some(endpoint),
+        upstream: status::upstream_status(upstream, &report),
+        tools: status::tools_status(&report),
+    };
+    write_status(upstream, ctx, observation).await?;
+    Ok(if unverified {
+        Outcome::ProxyUnanswered
+    } else {
+        Outcome::Applied
+    })
 }
 
-/// Reports an invalid spec: `Ready=False`/`InvalidSpec` and, once per generation and message, a
-/// Warning Event. Children already running from an earlier valid spec are left as they are.
-async fn reject(upstream: &McpUpstream, ctx: &Context, invalid: &InvalidSpec) -> Result<(), Error> {
-    let already_reported = status::current_ready(upstream).is_some_and(|c| {
-        c.reason == REASON_INVALID_SPEC
-            && c.message == invalid.message
-            && c.observed_generation == upstream.metadata.generation
-    });
-    let desired = status::desired(
-        upstream,
-        &Readiness::invalid(invalid),
-        None,
-        Timestamp::now(),
-    );
+/// Reports a child the API server refused to apply (an RBAC gap is the usual cause, field case
+/// BR-32): `Ready=False` with reason `ApplyForbidden` (HTTP 403) or `ApplyFailed` and the API
+/// server's message, plus the transition's Warning Event. Best effort: a status that cannot be
+/// written either is logged, and the apply error is what the caller returns.
+async fn report_apply_failure(
+    upstream: &McpUpstream,
+    ctx: &Context,
+    err: &Error,
+    current: McpUpstreamStatus,
+) {
+    let Error::Apply { kind, name, source } = err else {
+        return;
+    };
+    let forbidden = matches!(source, kube::Error::Api(status) if status.code == 403);
+    let detail = match source {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    };
+    let observation = Observation {
+        verdicts: conditions::apply_failed(
+            forbidden,
+            &format!("failed to apply {kind} {name}: {detail}"),
+        ),
+        endpoint: current.endpoint,
+        upstream: current.upstream,
+        tools: current.tools,
+    };
+    if let Err(status_err) = write_status(upstream, ctx, observation).await {
+        warn!(
+            name = %upstream.name_any(),
+            error = %error_chain(&status_err),
+            "failed to report the apply failure in status"
+        );
+    }
+}
+
+/// Writes the status `observation` describes (no write when it is already there) and then
+/// publishes an Event per condition transition ([`events::transitions`]).
+async fn write_status(
+    upstream: &McpUpstream,
+    ctx: &Context,
+    observation: Observation,
+) -> Result<(), Error> {
+    let desired = status::desired(upstream, observation, Timestamp::now());
+    let transitions = events::transitions(upstream, &desired);
     status::patch(&ctx.client, &ctx.metrics, upstream, &desired).await?;
-    if !already_reported {
-        let event = Event {
-            type_: EventType::Warning,
-            reason: REASON_INVALID_SPEC.to_owned(),
-            note: Some(invalid.message.clone()),
-            action: EVENT_ACTION.to_owned(),
-            secondary: None,
-        };
+    for event in transitions {
         publish(&ctx.recorder, &ctx.metrics, upstream, event).await;
     }
     Ok(())

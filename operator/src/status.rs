@@ -1,12 +1,17 @@
 //! Step 4 of a reconcile: what the McpUpstream's `status` says, and writing it.
 //!
-//! Responsible for: the `Ready` condition (its reasons are wire vocabulary, constants below),
-//! `observedGeneration`, `endpoint`, keeping `lastTransitionTime` when the condition's status
-//! does not change, and the server-side apply of the status subresource. Only the `Ready` entry
-//! of `conditions` is owned here; conditions of other types written by other field managers are
-//! left alone (the list is a map keyed by `type`).
+//! Responsible for: the conditions `Ready`, `Progressing`, `Degraded`, `UpstreamReady` and
+//! `ToolsDiscovered` ([`conditions`]; types and reasons are wire vocabulary), `observedGeneration`,
+//! `endpoint`, `upstream` (pinned image vs. running image ID) and `tools`, keeping
+//! `lastTransitionTime` when a condition's status does not change, the server-side apply of the
+//! status subresource, and the Events of condition transitions ([`events`]). Only the condition
+//! types in [`CONDITION_TYPES`] are owned here; conditions of other types written by other field
+//! managers are left alone (the list is a map keyed by `type`).
 
-use berth_crds::{MCP_PATH, McpUpstream, McpUpstreamStatus};
+pub mod conditions;
+pub mod events;
+
+use berth_crds::{MCP_PATH, McpUpstream, McpUpstreamStatus, ToolsStatus, UpstreamStatus};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -16,10 +21,10 @@ use kube::{Api, Client, Resource, ResourceExt};
 use crate::FIELD_MANAGER;
 use crate::metrics::{Metrics, WRITE_MCP_UPSTREAM_STATUS};
 use crate::reconcile::Error;
-use crate::validate::InvalidSpec;
+use crate::report::{self, ProxyReport, Report};
 
-/// Condition type: the MCP endpoint is served by at least one ready pod.
-pub const CONDITION_READY: &str = "Ready";
+pub use conditions::{CONDITION_READY, CONDITION_TYPES, Verdict};
+
 /// `Ready=True`: the Deployment reports `Available=True`.
 pub const REASON_DEPLOYMENT_AVAILABLE: &str = "DeploymentAvailable";
 /// `Ready=False`: a rollout is under way and within its progress deadline (or the deployment
@@ -42,15 +47,6 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    /// `Ready=False`, reason [`REASON_INVALID_SPEC`], the validation message verbatim.
-    pub fn invalid(invalid: &InvalidSpec) -> Self {
-        Self {
-            ready: false,
-            reason: REASON_INVALID_SPEC,
-            message: invalid.message.clone(),
-        }
-    }
-
     /// Readiness from the Deployment as the API server returned it: `True` exactly when its
     /// `Available` condition is `True`.
     pub fn of_deployment(deployment: &Deployment) -> Self {
@@ -102,60 +98,125 @@ pub fn endpoint(name: &str, namespace: &str, cluster_domain: &str, port: i32) ->
     format!("http://{name}.{namespace}.svc.{cluster_domain}:{port}{MCP_PATH}")
 }
 
-/// The status to write for `upstream`: its current generation as `observedGeneration`, the
-/// `Ready` condition from `readiness`, and `endpoint`.
-///
-/// `lastTransitionTime` is kept from the current `Ready` condition when its status is unchanged,
-/// otherwise set to `now`.
-pub fn desired(
-    upstream: &McpUpstream,
-    readiness: &Readiness,
-    endpoint: Option<String>,
-    now: Timestamp,
-) -> McpUpstreamStatus {
-    let generation = upstream.metadata.generation;
-    let status = if readiness.ready { "True" } else { "False" };
-    let last_transition_time = current_ready(upstream)
-        .filter(|c| c.status == status)
-        .map_or(Time(now), |c| c.last_transition_time.clone());
-    McpUpstreamStatus {
-        observed_generation: generation,
-        conditions: vec![Condition {
-            type_: CONDITION_READY.to_owned(),
-            status: status.to_owned(),
-            reason: readiness.reason.to_owned(),
-            message: readiness.message.clone(),
-            observed_generation: generation,
-            last_transition_time,
-        }],
-        endpoint,
+/// Everything the status reports besides `observedGeneration`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observation {
+    /// The conditions to write ([`conditions::observed`], [`conditions::invalid`] or
+    /// [`conditions::apply_failed`]). Owned condition types left out keep their current value.
+    pub verdicts: Vec<Verdict>,
+    /// `status.endpoint`.
+    pub endpoint: Option<String>,
+    /// `status.upstream`.
+    pub upstream: Option<UpstreamStatus>,
+    /// `status.tools`.
+    pub tools: Option<ToolsStatus>,
+}
+
+/// `status.upstream` of `upstream` from its pods: the pinned image, the running image ID and
+/// whether their digests match; `None` when no pod reports an image ID.
+pub fn upstream_status(upstream: &McpUpstream, report: &Report) -> Option<UpstreamStatus> {
+    let image_id = report::upstream_image_id(&report.pods)?;
+    let image = &upstream.spec.upstream.image;
+    let digest_matches = match (report::digest(image), report::digest(image_id)) {
+        (Some(pinned), Some(running)) => Some(pinned == running),
+        _ => None,
+    };
+    Some(UpstreamStatus {
+        image: Some(image.clone()),
+        image_id: Some(image_id.to_owned()),
+        digest_matches,
+    })
+}
+
+/// `status.tools` from what the proxy answered, once it listed the tools (it is ready) or
+/// found allowed tools missing; `None` otherwise.
+pub fn tools_status(report: &Report) -> Option<ToolsStatus> {
+    match &report.proxy {
+        ProxyReport::Answered {
+            tools, not_ready, ..
+        } if not_ready.is_none() || !tools.missing.is_empty() => Some(ToolsStatus {
+            count: tools.count,
+            fingerprint: tools.fingerprint.clone(),
+            missing: tools.missing.clone(),
+        }),
+        _ => None,
     }
 }
 
-/// The `Ready` condition `upstream` carries now, if any.
-pub fn current_ready(upstream: &McpUpstream) -> Option<&Condition> {
+/// The status to write for `upstream`: its current generation as `observedGeneration` (also on
+/// each condition) and `observation`.
+///
+/// A condition's `lastTransitionTime` is kept when its status is unchanged, otherwise set to
+/// `now`. Owned condition types `observation` leaves out are copied from the current status.
+pub fn desired(
+    upstream: &McpUpstream,
+    observation: Observation,
+    now: Timestamp,
+) -> McpUpstreamStatus {
+    let generation = upstream.metadata.generation;
+    let mut conditions: Vec<Condition> = observation
+        .verdicts
+        .iter()
+        .map(|verdict| {
+            let last_transition_time = current_condition(upstream, verdict.type_)
+                .filter(|c| c.status == verdict.status)
+                .map_or(Time(now), |c| c.last_transition_time.clone());
+            Condition {
+                type_: verdict.type_.to_owned(),
+                status: verdict.status.to_owned(),
+                reason: verdict.reason.to_owned(),
+                message: verdict.message.clone(),
+                observed_generation: generation,
+                last_transition_time,
+            }
+        })
+        .collect();
+    for type_ in CONDITION_TYPES {
+        if conditions.iter().all(|c| c.type_ != type_)
+            && let Some(current) = current_condition(upstream, type_)
+        {
+            conditions.push(current.clone());
+        }
+    }
+    McpUpstreamStatus {
+        observed_generation: generation,
+        conditions,
+        endpoint: observation.endpoint,
+        upstream: observation.upstream,
+        tools: observation.tools,
+    }
+}
+
+/// The condition of `type_` `upstream` carries now, if any.
+pub fn current_condition<'a>(upstream: &'a McpUpstream, type_: &str) -> Option<&'a Condition> {
     upstream
         .status
         .as_ref()?
         .conditions
         .iter()
-        .find(|c| c.type_ == CONDITION_READY)
+        .find(|c| c.type_ == type_)
+}
+
+/// The `Ready` condition `upstream` carries now, if any.
+pub fn current_ready(upstream: &McpUpstream) -> Option<&Condition> {
+    current_condition(upstream, CONDITION_READY)
 }
 
 /// Whether `upstream` already carries every field of `status` the operator owns:
-/// `observedGeneration`, `endpoint` and the `Ready` condition (conditions of other types are
-/// not the operator's).
+/// `observedGeneration`, `endpoint`, `upstream`, `tools` and the conditions of
+/// [`CONDITION_TYPES`] (conditions of other types are not the operator's).
 pub fn is_current(upstream: &McpUpstream, status: &McpUpstreamStatus) -> bool {
     let Some(current) = upstream.status.as_ref() else {
         return false;
     };
-    let desired_ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == CONDITION_READY);
+    let desired = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
     current.observed_generation == status.observed_generation
         && current.endpoint == status.endpoint
-        && current_ready(upstream) == desired_ready
+        && current.upstream == status.upstream
+        && current.tools == status.tools
+        && CONDITION_TYPES
+            .iter()
+            .all(|type_| current_condition(upstream, type_) == desired(type_))
 }
 
 /// Writes `status` to the status subresource of `upstream` by server-side apply (field manager

@@ -216,6 +216,7 @@ for resource in networkpolicies.networking.k8s.io poddisruptionbudgets.policy; d
   for verb in list watch; do can "$verb" "$resource" --all-namespaces; done
   for verb in get create patch delete; do can "$verb" "$resource" -n team-a; done
 done
+can list pods --all-namespaces
 # Leader election: the Lease in the release namespace only.
 for verb in get create update patch watch; do can "$verb" leases.coordination.k8s.io -n "$ns"; done
 cannot update leases.coordination.k8s.io -n team-a
@@ -243,6 +244,7 @@ cannot update deployments.apps -n team-a
 for verb in list watch update patch delete; do cannot "$verb" secrets -n team-a; done
 cannot delete services -n team-a
 cannot delete configmaps -n team-a
+cannot create pods -n team-a
 cannot create roles.rbac.authorization.k8s.io -n team-a
 cannot create mcpupstreams.berth.dev -n team-a
 cannot update customresourcedefinitions.apiextensions.k8s.io

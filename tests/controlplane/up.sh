@@ -12,7 +12,9 @@
 #
 # Environment: BERTH_CP_TIMEOUT (startup deadline in s, default 120),
 # BERTH_CP_MANIFESTS (optional file/dir applied before the controller manager
-# starts, e.g. CRDs; see below), BERTH_CACHE_DIR (see build.sh).
+# starts, e.g. CRDs; see below), BERTH_CP_SERVICE_CIDR (Service IP range,
+# default 10.0.0.0/24; the operator bench needs more than 254 Services),
+# BERTH_CACHE_DIR (see build.sh).
 set -euo pipefail
 
 me=up.sh
@@ -224,7 +226,7 @@ start_all() {
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
     --authorization-mode=RBAC \
-    --service-cluster-ip-range=10.0.0.0/24 \
+    --service-cluster-ip-range="${BERTH_CP_SERVICE_CIDR:-10.0.0.0/24}" \
     --service-account-issuer="https://127.0.0.1:$api_port" \
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \

@@ -5,6 +5,8 @@
 //! Not responsible for: starting the control plane (the test runner does, and exports
 //! `KUBECONFIG`), or a kubelet (there is none: Pods are created but never run).
 
+pub mod operator;
+
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -124,6 +126,17 @@ fn start_operator() -> Result<(), String> {
     ready_rx
         .recv_timeout(OPERATOR_START_DEADLINE)
         .map_err(|err| format!("no start report within {OPERATOR_START_DEADLINE:?}: {err}"))?
+}
+
+/// Server-side applies the McpUpstream CRD and waits until the API server serves it, for tests
+/// that run operators of their own instead of [`shared_operator`].
+///
+/// # Panics
+/// When the CRD is refused or not served within two minutes.
+pub async fn ensure_crd(client: &Client) {
+    if let Err(err) = install_crd(client).await {
+        panic!("{err}");
+    }
 }
 
 /// Server-side applies the McpUpstream CRD and waits until the API server serves it.

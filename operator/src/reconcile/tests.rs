@@ -97,6 +97,11 @@ impl FakeApiServer {
                 "message": "refused by the fake", "reason": "Refused", "code": code.as_u16()});
             return respond(code, &status);
         }
+        if parts.method == "GET" && path.ends_with("/pods") {
+            // No kubelet behind the fake: the Deployment has no pods.
+            let list = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []});
+            return respond(StatusCode::OK, &list);
+        }
         if parts.method == "GET" {
             let stored = self
                 .objects
@@ -184,7 +189,7 @@ fn context(fake: &FakeApiServer) -> Arc<Context> {
         ..Settings::default()
     };
     let metrics = Arc::new(Metrics::new().expect("metrics"));
-    Arc::new(Context::new(fake.client(), settings, metrics))
+    Arc::new(Context::new(fake.client(), settings, metrics).expect("context"))
 }
 
 fn ready_of(status_patch: &Recorded) -> &Value {
@@ -316,9 +321,13 @@ async fn reconcile_invalid_spec_already_reported_writes_nothing() {
     invalid.spec.timeouts.connect = berth_crds::DurationString::new("5 seconds");
     let message = validate(&invalid).expect_err("invalid").message;
     let fake = FakeApiServer::default();
+    let condition = |type_: &str, status: &str| {
+        json!({"type": type_, "status": status, "reason": "InvalidSpec", "message": message,
+               "observedGeneration": 2, "lastTransitionTime": "2030-01-01T00:00:00Z"})
+    };
     let mut upstream = (*everything(Some(json!({"observedGeneration": 2, "conditions": [
-        {"type": "Ready", "status": "False", "reason": "InvalidSpec", "message": message,
-         "observedGeneration": 2, "lastTransitionTime": "2030-01-01T00:00:00Z"}
+        condition("Ready", "False"), condition("Progressing", "False"),
+        condition("Degraded", "True"),
     ]}))))
     .clone();
     upstream.spec.timeouts = invalid.spec.timeouts;
@@ -333,7 +342,7 @@ async fn reconcile_invalid_spec_already_reported_writes_nothing() {
 }
 
 #[tokio::test]
-async fn reconcile_refused_apply_fails_with_apply_kind_and_backs_off() {
+async fn reconcile_refused_apply_fails_with_apply_kind_reports_status_and_backs_off() {
     let fake = FakeApiServer {
         refuse: Some(("/deployments/", StatusCode::INTERNAL_SERVER_ERROR)),
         ..FakeApiServer::default()
@@ -345,10 +354,20 @@ async fn reconcile_refused_apply_fails_with_apply_kind_and_backs_off() {
         .expect_err("apply refused");
     assert_eq!(err.kind(), "apply");
     assert!(err.to_string().contains("Deployment everything"), "{err}");
-    assert!(
-        !fake.writes().iter().any(|r| r.path.ends_with("/status")),
-        "no status written after a failed apply"
+    let writes = fake.writes();
+    let status = writes
+        .iter()
+        .find(|r| r.path.ends_with("/status"))
+        .expect("the failure is reported in status");
+    assert_eq!(ready_of(status)["status"], "False");
+    assert_eq!(ready_of(status)["reason"], "ApplyFailed");
+    assert_eq!(
+        ready_of(status)["message"],
+        "failed to apply Deployment everything: refused by the fake"
     );
+    let event = writes.last().expect("event");
+    assert_eq!(event.body["reason"], "ApplyFailed");
+    assert_eq!(event.body["type"], "Warning");
     let first = error_policy(upstream.clone(), &err, ctx.clone());
     let second = error_policy(upstream, &err, ctx.clone());
     assert_eq!(first, Action::requeue(Duration::from_secs(1)));
@@ -361,6 +380,28 @@ async fn reconcile_refused_apply_fails_with_apply_kind_and_backs_off() {
     assert!(
         metrics.contains("berth_operator_reconcile_errors_total{kind=\"apply\"} 1"),
         "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn br_32_forbidden_apply_is_ready_false_apply_forbidden_with_api_message() {
+    let fake = FakeApiServer {
+        refuse: Some(("/services/", StatusCode::FORBIDDEN)),
+        ..FakeApiServer::default()
+    };
+    let err = reconcile(everything(None), context(&fake))
+        .await
+        .expect_err("apply forbidden");
+    assert_eq!(err.kind(), "apply");
+    let writes = fake.writes();
+    let status = writes
+        .iter()
+        .find(|r| r.path.ends_with("/status"))
+        .expect("the failure is reported in status");
+    assert_eq!(ready_of(status)["reason"], "ApplyForbidden");
+    assert_eq!(
+        ready_of(status)["message"],
+        "failed to apply Service everything: refused by the fake"
     );
 }
 

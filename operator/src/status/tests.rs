@@ -1,7 +1,14 @@
 //! Unit tests of [`super`]: readiness from Deployment statuses (YAML as the API server reports
-//! them) and `lastTransitionTime` handling.
+//! them), every condition from a Deployment plus a pods' report, `lastTransitionTime`
+//! handling, image digests, and which changes publish Events.
+
+use berth_crds::McpUpstreamStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::events::EventType;
 
 use super::*;
+use crate::report::{PodState, ToolsSummary};
+use crate::validate::InvalidSpec;
 
 fn deployment(status: &str) -> Deployment {
     serde_yaml::from_str(&format!(
@@ -90,37 +97,90 @@ fn now() -> Timestamp {
     "2030-01-02T03:04:05Z".parse().expect("timestamp")
 }
 
+fn observation(deployment_status: &str, report: &Report) -> Observation {
+    Observation {
+        verdicts: conditions::observed(&deployment(deployment_status), report),
+        endpoint: Some("http://e".to_owned()),
+        upstream: None,
+        tools: None,
+    }
+}
+
+fn condition<'a>(status: &'a McpUpstreamStatus, type_: &str) -> &'a Condition {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .unwrap_or_else(|| panic!("{type_} in {status:?}"))
+}
+
+fn summary(count: i64, missing: &[&str]) -> ToolsSummary {
+    ToolsSummary {
+        count,
+        fingerprint: Some("sha256:ff".to_owned()),
+        drifted: Vec::new(),
+        missing: missing.iter().map(|m| (*m).to_owned()).collect(),
+    }
+}
+
+fn pod(ready: bool, image_id: Option<&str>) -> PodState {
+    PodState {
+        name: "p".to_owned(),
+        ready,
+        ip: Some("10.0.0.1".to_owned()),
+        upstream_image_id: image_id.map(str::to_owned),
+    }
+}
+
 #[test]
-fn desired_status_reports_generation_condition_and_endpoint() {
-    let readiness = Readiness::of_deployment(&deployment(ROLLING_OUT));
+fn desired_status_reports_generation_every_condition_and_endpoint() {
     let status = desired(
         &upstream(""),
-        &readiness,
-        Some("http://e".to_owned()),
+        observation(ROLLING_OUT, &Report::default()),
         now(),
     );
     assert_eq!(status.observed_generation, Some(4));
     assert_eq!(status.endpoint.as_deref(), Some("http://e"));
-    let ready = &status.conditions[0];
+    let types: Vec<&str> = status.conditions.iter().map(|c| c.type_.as_str()).collect();
+    assert_eq!(types, CONDITION_TYPES);
+    for c in &status.conditions {
+        assert_eq!(c.observed_generation, Some(4), "{c:?}");
+        assert_eq!(c.last_transition_time, Time(now()));
+    }
+    let summary = |c: &Condition| (c.status.clone(), c.reason.clone());
+    let expect = |s: &str, r: &str| (s.to_owned(), r.to_owned());
     assert_eq!(
-        (
-            ready.type_.as_str(),
-            ready.status.as_str(),
-            ready.reason.as_str()
-        ),
-        ("Ready", "False", "Progressing")
+        summary(condition(&status, "Ready")),
+        expect("False", "Progressing")
     );
-    assert_eq!(ready.observed_generation, Some(4));
-    assert_eq!(ready.last_transition_time, Time(now()));
+    assert_eq!(
+        summary(condition(&status, "Progressing")),
+        expect("True", "RollingOut")
+    );
+    assert_eq!(
+        summary(condition(&status, "Degraded")),
+        expect("False", "AsExpected")
+    );
+    assert_eq!(
+        summary(condition(&status, "UpstreamReady")),
+        expect("False", "NoPods")
+    );
+    assert_eq!(
+        summary(condition(&status, "ToolsDiscovered")),
+        expect("Unknown", "NoPodRunning")
+    );
 }
 
 #[test]
 fn desired_status_same_value_keeps_last_transition_time() {
     let earlier = "status:\n  conditions:\n  - {type: Ready, status: 'False', reason: Progressing, \
                    message: m, lastTransitionTime: '2020-01-01T00:00:00Z'}\n";
-    let readiness = Readiness::of_deployment(&deployment(DEADLINE_EXCEEDED));
-    let status = desired(&upstream(earlier), &readiness, None, now());
-    let ready = &status.conditions[0];
+    let status = desired(
+        &upstream(earlier),
+        observation(DEADLINE_EXCEEDED, &Report::default()),
+        now(),
+    );
+    let ready = condition(&status, "Ready");
     assert_eq!(
         ready.reason, REASON_DEPLOYMENT_UNAVAILABLE,
         "reason may change"
@@ -135,24 +195,258 @@ fn desired_status_same_value_keeps_last_transition_time() {
 fn desired_status_changed_value_bumps_last_transition_time() {
     let earlier = "status:\n  conditions:\n  - {type: Ready, status: 'False', reason: Progressing, \
                    message: m, lastTransitionTime: '2020-01-01T00:00:00Z'}\n";
-    let readiness = Readiness::of_deployment(&deployment(AVAILABLE));
-    let status = desired(&upstream(earlier), &readiness, None, now());
-    assert_eq!(status.conditions[0].status, "True");
-    assert_eq!(status.conditions[0].last_transition_time, Time(now()));
+    let status = desired(
+        &upstream(earlier),
+        observation(AVAILABLE, &Report::default()),
+        now(),
+    );
+    assert_eq!(condition(&status, "Ready").status, "True");
+    assert_eq!(
+        condition(&status, "Ready").last_transition_time,
+        Time(now())
+    );
 }
 
 #[test]
-fn desired_status_invalid_spec_carries_validation_message() {
+fn desired_status_invalid_spec_carries_message_and_keeps_pod_conditions() {
+    let earlier = "status:\n  conditions:\n  - {type: UpstreamReady, status: 'True', reason: PodsReady, \
+                   message: m, lastTransitionTime: '2020-01-01T00:00:00Z'}\n";
     let invalid = InvalidSpec {
-        field: "spec.session.strategy".to_owned(),
+        field: "spec.upstream.transport".to_owned(),
         message: "spec.upstream.transport: Stdio is not served".to_owned(),
     };
-    let status = desired(&upstream(""), &Readiness::invalid(&invalid), None, now());
-    let ready = &status.conditions[0];
+    let observation = Observation {
+        verdicts: conditions::invalid(&invalid),
+        ..Observation::default()
+    };
+    let status = desired(&upstream(earlier), observation, now());
+    for (type_, value) in [
+        ("Ready", "False"),
+        ("Progressing", "False"),
+        ("Degraded", "True"),
+    ] {
+        let c = condition(&status, type_);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            (value, "InvalidSpec")
+        );
+        assert_eq!(c.message, invalid.message);
+    }
+    assert_eq!(condition(&status, "UpstreamReady").reason, "PodsReady");
+    assert_eq!(status.endpoint, None);
+}
+
+#[test]
+fn conditions_available_with_ready_proxy_listing_tools_are_all_good() {
+    let report = Report {
+        pods: vec![pod(true, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(3, &[]),
+            not_ready: None,
+        },
+    };
+    let status = desired(&upstream(""), observation(AVAILABLE, &report), now());
+    let got: Vec<(&str, &str, &str)> = status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("Ready", "True", "DeploymentAvailable"),
+            ("Progressing", "False", "RolloutComplete"),
+            ("Degraded", "False", "AsExpected"),
+            ("UpstreamReady", "True", "PodsReady"),
+            ("ToolsDiscovered", "True", "ToolsListed"),
+        ]
+    );
+    assert!(
+        condition(&status, "ToolsDiscovered")
+            .message
+            .contains("3 tools, fingerprint sha256:ff")
+    );
+    assert_eq!(
+        tools_status(&report),
+        Some(ToolsStatus {
+            count: 3,
+            fingerprint: Some("sha256:ff".to_owned()),
+            missing: Vec::new()
+        })
+    );
+}
+
+#[test]
+fn conditions_allowed_tool_missing_is_tools_discovered_false_and_degraded() {
+    let report = Report {
+        pods: vec![pod(false, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(1, &["nope", "gone"]),
+            not_ready: Some("allowed tools missing upstream: nope, gone".to_owned()),
+        },
+    };
+    let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
+    let tools = condition(&status, "ToolsDiscovered");
+    assert_eq!(
+        (tools.status.as_str(), tools.reason.as_str()),
+        ("False", "AllowedToolMissing")
+    );
+    assert!(tools.message.contains("nope, gone"), "{tools:?}");
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "AllowedToolMissing")
+    );
+    let upstream_ready = condition(&status, "UpstreamReady");
+    assert_eq!(upstream_ready.reason, "PodsNotReady");
+    assert!(
+        upstream_ready
+            .message
+            .contains("allowed tools missing upstream: nope")
+    );
+    assert_eq!(tools_status(&report).map(|t| t.missing.len()), Some(2));
+}
+
+#[test]
+fn conditions_available_but_proxy_timeout_is_not_ready_with_timeout_reason() {
+    let report = Report {
+        pods: vec![pod(true, None)],
+        proxy: ProxyReport::Timeout {
+            pod: "p".to_owned(),
+        },
+    };
+    let status = desired(&upstream(""), observation(AVAILABLE, &report), now());
+    let ready = condition(&status, "Ready");
     assert_eq!(
         (ready.status.as_str(), ready.reason.as_str()),
-        ("False", "InvalidSpec")
+        ("False", "ProxyReportTimeout")
     );
-    assert_eq!(ready.message, invalid.message);
-    assert_eq!(status.endpoint, None);
+    assert_eq!(condition(&status, "Degraded").status, "True");
+    assert_eq!(condition(&status, "ToolsDiscovered").status, "Unknown");
+    assert_eq!(tools_status(&report), None);
+}
+
+#[test]
+fn conditions_stalled_rollout_is_progress_deadline_exceeded_and_degraded() {
+    let status = desired(
+        &upstream(""),
+        observation(DEADLINE_EXCEEDED, &Report::default()),
+        now(),
+    );
+    assert_eq!(
+        condition(&status, "Progressing").reason,
+        "ProgressDeadlineExceeded"
+    );
+    assert_eq!(condition(&status, "Progressing").status, "False");
+    assert_eq!(
+        condition(&status, "Degraded").reason,
+        "ProgressDeadlineExceeded"
+    );
+}
+
+#[test]
+fn upstream_status_compares_pinned_digest_with_running_image_id() {
+    let pinned = format!("r/x@sha256:{}", "0".repeat(64));
+    let same = Report {
+        pods: vec![pod(
+            true,
+            Some(&format!("docker.io/r/x@sha256:{}", "0".repeat(64))),
+        )],
+        proxy: ProxyReport::NoPodRunning,
+    };
+    let status = upstream_status(&upstream(""), &same).expect("image id reported");
+    assert_eq!(status.image.as_deref(), Some(pinned.as_str()));
+    assert_eq!(status.digest_matches, Some(true));
+    let other = Report {
+        pods: vec![pod(true, Some("r/x@sha256:1111"))],
+        proxy: ProxyReport::NoPodRunning,
+    };
+    let status = upstream_status(&upstream(""), &other).expect("image id reported");
+    assert_eq!(status.image_id.as_deref(), Some("r/x@sha256:1111"));
+    assert_eq!(status.digest_matches, Some(false));
+    assert_eq!(upstream_status(&upstream(""), &Report::default()), None);
+}
+
+#[test]
+fn transitions_first_status_of_new_object_publishes_no_event() {
+    let status = desired(
+        &upstream(""),
+        observation(ROLLING_OUT, &Report::default()),
+        now(),
+    );
+    assert!(events::transitions(&upstream(""), &status).is_empty());
+}
+
+#[test]
+fn transitions_ready_flip_publishes_normal_event_and_fault_publishes_warning() {
+    let earlier = "status:\n  conditions:\n  - {type: Ready, status: 'False', reason: Progressing, \
+                   message: m, lastTransitionTime: '2020-01-01T00:00:00Z'}\n";
+    let before = upstream(earlier);
+    let status = desired(&before, observation(AVAILABLE, &Report::default()), now());
+    let events = events::transitions(&before, &status);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].reason, "DeploymentAvailable");
+    assert_eq!(events[0].type_, EventType::Normal);
+    assert!(
+        events[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.starts_with("Ready=True: "))
+    );
+
+    let invalid = InvalidSpec {
+        field: "metadata.name".to_owned(),
+        message: "metadata.name: bad".to_owned(),
+    };
+    let observation = Observation {
+        verdicts: conditions::invalid(&invalid),
+        ..Observation::default()
+    };
+    let status = desired(&before, observation, now());
+    let events = events::transitions(&before, &status);
+    assert_eq!(events.len(), 1, "one Event per reason");
+    assert_eq!(events[0].type_, EventType::Warning);
+    assert_eq!(events[0].reason, "InvalidSpec");
+    assert_eq!(
+        events[0].note.as_deref(),
+        Some("Ready=False, Progressing=False, Degraded=True: metadata.name: bad")
+    );
+}
+
+#[test]
+fn transitions_unchanged_status_publishes_nothing() {
+    let first = desired(
+        &upstream(""),
+        observation(AVAILABLE, &Report::default()),
+        now(),
+    );
+    let mut current = upstream("");
+    current.status = Some(first);
+    let again = desired(&current, observation(AVAILABLE, &Report::default()), now());
+    assert!(is_current(&current, &again));
+    assert!(events::transitions(&current, &again).is_empty());
+}
+
+#[test]
+fn conditions_available_with_unavailable_replicas_is_degraded() {
+    let status = "status:
+  observedGeneration: 2
+  unavailableReplicas: 1
+  conditions:
+  - {type: Available, status: 'True', reason: MinimumReplicasAvailable, message: ok}
+  - {type: Progressing, status: 'True', reason: NewReplicaSetAvailable, message: done}
+";
+    let status = desired(
+        &upstream(""),
+        observation(status, &Report::default()),
+        now(),
+    );
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "ReplicasUnavailable")
+    );
+    assert_eq!(condition(&status, "Ready").status, "True");
 }

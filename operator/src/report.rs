@@ -1,0 +1,270 @@
+//! What the running pods of an McpUpstream and their proxies report: pod readiness, the
+//! upstream container's image ID, and the proxy's own view of its upstream.
+//!
+//! How the operator learns what the proxy knows (issue 5, "Status and events"): the operator
+//! reads it from the proxy, the proxy tells the API server nothing. Each reconcile lists the
+//! McpUpstream's pods (a read) and, from one pod that has an IP, GETs the proxy's admin
+//! endpoints `http://<podIP>:<spec.proxy.adminPort>/tools` (count, fingerprint, missing allowed
+//! tools) and `/readyz` (the reason text when not ready). So the proxy keeps zero privileges in
+//! the cluster (no ServiceAccount token, no RBAC), and everything it reports is already served
+//! to the kubelet and to Prometheus on the same port. Both requests together are bounded by
+//! [`REPORT_TIMEOUT`]: a proxy that accepts TCP and never answers costs one reconcile at most
+//! that long and never blocks other McpUpstreams (field case BR-19).
+//!
+//! Not responsible for: turning the report into conditions ([`crate::status`]).
+
+use std::time::Duration;
+
+use berth_crds::McpUpstream;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::api::ListParams;
+use kube::{Api, Client, ResourceExt};
+use serde::Deserialize;
+
+use crate::build::deployment::UPSTREAM_CONTAINER;
+use crate::labels;
+
+/// Longest the operator waits for one proxy's admin endpoints (`/tools` and `/readyz`
+/// together), connection included.
+pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What one reconcile learned about the running pods.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Pods of the McpUpstream that are not being deleted, in name order.
+    pub pods: Vec<PodState>,
+    /// What the proxy of one of them reported.
+    pub proxy: ProxyReport,
+}
+
+/// One pod, as its `status` (written by the kubelet) describes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodState {
+    /// The pod's name.
+    pub name: String,
+    /// Whether its `Ready` condition is `True` (the proxy's `/readyz` readiness probe passes).
+    pub ready: bool,
+    /// `status.podIP`, once the pod runs.
+    pub ip: Option<String>,
+    /// `imageID` the runtime reports for the upstream container (the native sidecar, so in
+    /// `initContainerStatuses`).
+    pub upstream_image_id: Option<String>,
+}
+
+/// What the proxy of one pod answered on its admin port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum ProxyReport {
+    /// No pod has an IP yet: nobody to ask.
+    #[default]
+    NoPodRunning,
+    /// The proxy answered both endpoints.
+    Answered {
+        /// The pod asked.
+        pod: String,
+        /// Its `/tools` body.
+        tools: ToolsSummary,
+        /// `None` when `/readyz` said ready, else its body (the proxy's reason).
+        not_ready: Option<String>,
+    },
+    /// The proxy did not answer within [`REPORT_TIMEOUT`].
+    Timeout {
+        /// The pod asked.
+        pod: String,
+    },
+    /// The request failed (refused connection, HTTP error, a body that is not the expected
+    /// JSON).
+    Failed {
+        /// The pod asked.
+        pod: String,
+        /// What failed, for the condition message.
+        error: String,
+    },
+}
+
+/// The JSON the proxy serves on `/tools` (proxy/src/upstream/tools.rs, `Catalog::summary`):
+/// `{"count": N, "fingerprint": "sha256:<hex>", "drifted": [..], "missing": [..]}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ToolsSummary {
+    /// Tools in the proxy's last listing, after `spec.tools` filtering.
+    pub count: i64,
+    /// `sha256:<hex>` over the listed tools' names and input schemas.
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    /// Tools whose schema drifted from the baseline.
+    #[serde(default)]
+    pub drifted: Vec<String>,
+    /// Names in `tools.allow` the upstream lacks.
+    #[serde(default)]
+    pub missing: Vec<String>,
+}
+
+/// Reading the pods failed.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to list pods of {name}")]
+pub struct ListPodsError {
+    /// Name of the McpUpstream.
+    pub name: String,
+    /// The API error.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// Lists the pods of `upstream` and asks one of their proxies (a ready one if any) for its
+/// report, through `http` (whose timeouts do not matter: [`REPORT_TIMEOUT`] bounds the asking).
+///
+/// # Errors
+/// [`ListPodsError`] when the API server refuses the pod list. A proxy that does not answer is
+/// no error: it is [`ProxyReport::Timeout`] or [`ProxyReport::Failed`].
+///
+/// # Cancellation
+/// Safe to drop: only reads.
+pub async fn read(
+    client: &Client,
+    http: &reqwest::Client,
+    upstream: &McpUpstream,
+) -> Result<Report, ListPodsError> {
+    let name = upstream.name_any();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &upstream.namespace().unwrap_or_default());
+    let selector = labels::selector(&name)
+        .iter()
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|source| ListPodsError { name, source })?;
+    let pods = pod_states(&pods.items);
+    let proxy = match ask_whom(&pods) {
+        Some((pod, ip)) => ask(http, pod, ip, upstream.spec.proxy.admin_port).await,
+        None => ProxyReport::NoPodRunning,
+    };
+    Ok(Report { pods, proxy })
+}
+
+/// The state of each pod not being deleted, sorted by name.
+pub fn pod_states(pods: &[Pod]) -> Vec<PodState> {
+    let mut states: Vec<PodState> = pods
+        .iter()
+        .filter(|pod| pod.metadata.deletion_timestamp.is_none())
+        .map(|pod| {
+            let status = pod.status.as_ref();
+            let ready = status
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                });
+            let upstream = |list: Option<&Vec<ContainerStatus>>| {
+                list.into_iter()
+                    .flatten()
+                    .find(|c| c.name == UPSTREAM_CONTAINER)
+                    .map(|c| c.image_id.clone())
+                    .filter(|id| !id.is_empty())
+            };
+            PodState {
+                name: pod.name_any(),
+                ready,
+                ip: status
+                    .and_then(|s| s.pod_ip.clone())
+                    .filter(|ip| !ip.is_empty()),
+                upstream_image_id: upstream(
+                    status.and_then(|s| s.init_container_statuses.as_ref()),
+                )
+                .or_else(|| upstream(status.and_then(|s| s.container_statuses.as_ref()))),
+            }
+        })
+        .collect();
+    states.sort_by(|a, b| a.name.cmp(&b.name));
+    states
+}
+
+/// The pod whose proxy to ask and its IP: the first ready pod with an IP, else the first pod
+/// with an IP (a pod that is not ready still explains why on `/readyz`).
+pub fn ask_whom(pods: &[PodState]) -> Option<(&str, &str)> {
+    let with_ip = |pod: &&PodState| pod.ip.is_some();
+    pods.iter()
+        .filter(with_ip)
+        .find(|pod| pod.ready)
+        .or_else(|| pods.iter().find(with_ip))
+        .and_then(|pod| Some((pod.name.as_str(), pod.ip.as_deref()?)))
+}
+
+/// GETs `/tools` and `/readyz` of the proxy at `ip:port`, both within [`REPORT_TIMEOUT`].
+async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyReport {
+    // An IPv6 pod IP needs brackets in a URL.
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_owned()
+    };
+    let base = format!("http://{host}:{port}");
+    let text = |err: reqwest::Error| err.without_url().to_string();
+    let tools = async {
+        let response = http
+            .get(format!("{base}/tools"))
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(text)?;
+        let body = response.bytes().await.map_err(text)?;
+        serde_json::from_slice::<ToolsSummary>(&body)
+            .map_err(|err| format!("/tools did not answer the expected JSON: {err}"))
+    };
+    let readyz = async {
+        let response = http
+            .get(format!("{base}/readyz"))
+            .send()
+            .await
+            .map_err(text)?;
+        let ready = response.status().is_success();
+        let body = response.text().await.map_err(text)?;
+        Ok::<_, String>((!ready).then(|| body.trim().to_owned()))
+    };
+    let pod = pod.to_owned();
+    match tokio::time::timeout(REPORT_TIMEOUT, futures::future::join(tools, readyz)).await {
+        Err(_) => ProxyReport::Timeout { pod },
+        Ok((Ok(tools), Ok(not_ready))) => ProxyReport::Answered {
+            pod,
+            tools,
+            not_ready,
+        },
+        Ok((Err(error), _) | (_, Err(error))) => ProxyReport::Failed { pod, error },
+    }
+}
+
+/// The upstream image ID to report: the first ready pod's, else the first reporting pod's.
+pub fn upstream_image_id(pods: &[PodState]) -> Option<&str> {
+    pods.iter()
+        .filter(|pod| pod.upstream_image_id.is_some())
+        .find(|pod| pod.ready)
+        .or_else(|| pods.iter().find(|pod| pod.upstream_image_id.is_some()))
+        .and_then(|pod| pod.upstream_image_id.as_deref())
+}
+
+/// The `sha256:<hex>` digest in an image reference or image ID (the part after the last `@`,
+/// or the whole of a bare `sha256:` ID), if any.
+pub fn digest(image: &str) -> Option<&str> {
+    let digest = image.rsplit_once('@').map_or(image, |(_, digest)| digest);
+    digest.starts_with("sha256:").then_some(digest)
+}
+
+/// An HTTP client for the proxies' admin endpoints: plain HTTP, no proxy from the environment,
+/// and per-request limits no looser than [`REPORT_TIMEOUT`].
+///
+/// # Errors
+/// When the client cannot be built (the TLS backend cannot initialise).
+pub fn http_client() -> Result<reqwest::Client, reqwest::Error> {
+    // reqwest's rustls backend needs a process-wide provider even for plain HTTP clients.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(REPORT_TIMEOUT)
+        .timeout(REPORT_TIMEOUT)
+        .pool_max_idle_per_host(0)
+        .build()
+}
+
+#[cfg(test)]
+mod tests;

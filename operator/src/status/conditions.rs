@@ -1,0 +1,339 @@
+//! The verdict of each condition type, from what the cluster and the proxies report. Pure.
+//!
+//! Condition types and reasons are wire vocabulary (PascalCase constants below); every reason
+//! in [`WARNING_REASONS`] is a fault and its Events are `Warning`s.
+
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
+use kube::ResourceExt;
+
+use super::{REASON_DEPLOYMENT_UNAVAILABLE, REASON_INVALID_SPEC, Readiness};
+use crate::report::{ProxyReport, REPORT_TIMEOUT, Report};
+use crate::validate::InvalidSpec;
+
+/// Condition type: the MCP endpoint is served by at least one ready pod.
+pub const CONDITION_READY: &str = "Ready";
+/// Condition type: a rollout of the proxy Deployment is under way.
+pub const CONDITION_PROGRESSING: &str = "Progressing";
+/// Condition type: the McpUpstream runs (or tries to) with a fault that needs attention.
+pub const CONDITION_DEGRADED: &str = "Degraded";
+/// Condition type: at least one pod is ready, that is its proxy's `/readyz` (upstream session
+/// initialized, tool list obtained) passes.
+pub const CONDITION_UPSTREAM_READY: &str = "UpstreamReady";
+/// Condition type: a proxy listed the upstream's tools (count and fingerprint in
+/// `status.tools`).
+pub const CONDITION_TOOLS_DISCOVERED: &str = "ToolsDiscovered";
+/// Every condition type the operator owns, in the order it writes them.
+pub const CONDITION_TYPES: [&str; 5] = [
+    CONDITION_READY,
+    CONDITION_PROGRESSING,
+    CONDITION_DEGRADED,
+    CONDITION_UPSTREAM_READY,
+    CONDITION_TOOLS_DISCOVERED,
+];
+
+/// `Ready=False`: the Deployment is available but its proxy did not answer the operator within
+/// [`REPORT_TIMEOUT`] (field case BR-19).
+pub const REASON_PROXY_REPORT_TIMEOUT: &str = "ProxyReportTimeout";
+/// `Ready=False`: the proxy's admin endpoint refused the connection or answered nonsense.
+pub const REASON_PROXY_REPORT_FAILED: &str = "ProxyReportFailed";
+/// `Ready=False`, `Degraded=True`: the API server refused to apply a child with HTTP 403; the
+/// message carries the API server's message (field case BR-32).
+pub const REASON_APPLY_FORBIDDEN: &str = "ApplyForbidden";
+/// `Ready=False`, `Degraded=True`: the API server refused to apply a child for another reason.
+pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
+/// `Progressing=True`: the Deployment's rollout is under way.
+pub const REASON_ROLLING_OUT: &str = "RollingOut";
+/// `Progressing=False`: the latest pod template is rolled out.
+pub const REASON_ROLLOUT_COMPLETE: &str = "RolloutComplete";
+/// `Progressing=False`, `Degraded=True`: the rollout passed its progress deadline.
+pub const REASON_PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+/// `Degraded=True`: the Deployment is available but reports unavailable replicas.
+pub const REASON_REPLICAS_UNAVAILABLE: &str = "ReplicasUnavailable";
+/// `Degraded=False`: nothing is wrong.
+pub const REASON_AS_EXPECTED: &str = "AsExpected";
+/// `UpstreamReady=True`: at least one pod is ready.
+pub const REASON_PODS_READY: &str = "PodsReady";
+/// `UpstreamReady=False`: pods exist, none is ready; the message carries the proxy's
+/// `/readyz` reason when one answered.
+pub const REASON_PODS_NOT_READY: &str = "PodsNotReady";
+/// `UpstreamReady=False`: no pod exists (yet).
+pub const REASON_NO_PODS: &str = "NoPods";
+/// `ToolsDiscovered=True`: a ready proxy listed the tools.
+pub const REASON_TOOLS_LISTED: &str = "ToolsListed";
+/// `ToolsDiscovered=False`, `Degraded=True`: `spec.tools.allow` names tools the upstream
+/// lacks (issue 7); the message names them.
+pub const REASON_ALLOWED_TOOL_MISSING: &str = "AllowedToolMissing";
+/// `ToolsDiscovered=Unknown`: no pod runs, so no proxy can be asked.
+pub const REASON_NO_POD_RUNNING: &str = "NoPodRunning";
+/// `ToolsDiscovered=Unknown`: the proxy answered but has not listed the tools yet.
+pub const REASON_PROXY_NOT_READY: &str = "ProxyNotReady";
+
+/// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
+/// new Event.
+pub const WARNING_REASONS: [&str; 9] = [
+    REASON_INVALID_SPEC,
+    REASON_DEPLOYMENT_UNAVAILABLE,
+    REASON_PROXY_REPORT_TIMEOUT,
+    REASON_PROXY_REPORT_FAILED,
+    REASON_APPLY_FORBIDDEN,
+    REASON_APPLY_FAILED,
+    REASON_PROGRESS_DEADLINE_EXCEEDED,
+    REASON_REPLICAS_UNAVAILABLE,
+    REASON_ALLOWED_TOOL_MISSING,
+];
+
+/// One condition before it becomes a `metav1.Condition`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// One of [`CONDITION_TYPES`].
+    pub type_: &'static str,
+    /// `True`, `False` or `Unknown`.
+    pub status: &'static str,
+    /// One of the `REASON_*` constants.
+    pub reason: &'static str,
+    /// A sentence for `kubectl describe`.
+    pub message: String,
+}
+
+impl Verdict {
+    fn new(type_: &'static str, ok: Option<bool>, reason: &'static str, message: String) -> Self {
+        let status = match ok {
+            Some(true) => "True",
+            Some(false) => "False",
+            None => "Unknown",
+        };
+        Self {
+            type_,
+            status,
+            reason,
+            message,
+        }
+    }
+}
+
+/// Every condition of a served McpUpstream, from its Deployment as the API server returned it
+/// and the pods' [`Report`]: `Ready`, `Progressing`, `Degraded`, `UpstreamReady`,
+/// `ToolsDiscovered`.
+pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
+    let readiness = Readiness::of_deployment(deployment);
+    let ready = ready(&readiness, &report.proxy);
+    let progressing = progressing(deployment);
+    let upstream_ready = upstream_ready(report);
+    let tools = tools_discovered(&report.proxy);
+    let degraded = degraded(deployment, &readiness, &ready, &progressing, &tools);
+    vec![ready, progressing, degraded, upstream_ready, tools]
+}
+
+/// `Ready`, `Progressing` and `Degraded` of a spec that cannot be served, all with reason
+/// [`REASON_INVALID_SPEC`] and the validation message verbatim.
+pub fn invalid(invalid: &InvalidSpec) -> Vec<Verdict> {
+    failed(REASON_INVALID_SPEC, &invalid.message)
+}
+
+/// `Ready`, `Progressing` and `Degraded` when a child could not be applied: reason
+/// [`REASON_APPLY_FORBIDDEN`] for HTTP 403, else [`REASON_APPLY_FAILED`]; `message` says which
+/// child and carries the API server's message.
+pub fn apply_failed(forbidden: bool, message: &str) -> Vec<Verdict> {
+    let reason = if forbidden {
+        REASON_APPLY_FORBIDDEN
+    } else {
+        REASON_APPLY_FAILED
+    };
+    failed(reason, message)
+}
+
+fn failed(reason: &'static str, message: &str) -> Vec<Verdict> {
+    vec![
+        Verdict::new(CONDITION_READY, Some(false), reason, message.to_owned()),
+        Verdict::new(
+            CONDITION_PROGRESSING,
+            Some(false),
+            reason,
+            message.to_owned(),
+        ),
+        Verdict::new(CONDITION_DEGRADED, Some(true), reason, message.to_owned()),
+    ]
+}
+
+fn ready(readiness: &Readiness, proxy: &ProxyReport) -> Verdict {
+    let verdict = |ok, reason, message| Verdict::new(CONDITION_READY, Some(ok), reason, message);
+    if !readiness.ready {
+        return verdict(false, readiness.reason, readiness.message.clone());
+    }
+    match proxy {
+        ProxyReport::Timeout { pod } => verdict(
+            false,
+            REASON_PROXY_REPORT_TIMEOUT,
+            format!(
+                "the proxy of pod {pod} did not answer on its admin port within {}s",
+                REPORT_TIMEOUT.as_secs()
+            ),
+        ),
+        ProxyReport::Failed { pod, error } => verdict(
+            false,
+            REASON_PROXY_REPORT_FAILED,
+            format!("the proxy of pod {pod} could not be read on its admin port: {error}"),
+        ),
+        _ => verdict(true, readiness.reason, readiness.message.clone()),
+    }
+}
+
+fn find<'a>(deployment: &'a Deployment, type_: &str) -> Option<&'a DeploymentCondition> {
+    deployment
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_.as_deref() == Some(type_))
+}
+
+fn progressing(deployment: &Deployment) -> Verdict {
+    let name = deployment.name_any();
+    let verdict =
+        |ok, reason, message| Verdict::new(CONDITION_PROGRESSING, Some(ok), reason, message);
+    let status = deployment.status.as_ref();
+    let observed = status.and_then(|s| s.observed_generation);
+    let condition = find(deployment, "Progressing");
+    let detail = condition
+        .and_then(|c| c.message.clone())
+        .unwrap_or_else(|| "the deployment controller has not reported yet".to_owned());
+    if condition.is_some_and(|c| c.status.as_deref() == Some("False")) {
+        return verdict(
+            false,
+            REASON_PROGRESS_DEADLINE_EXCEEDED,
+            format!("deployment {name}: {detail}"),
+        );
+    }
+    let complete = observed.is_some()
+        && observed >= deployment.metadata.generation
+        && condition.is_some_and(|c| c.reason.as_deref() == Some("NewReplicaSetAvailable"));
+    if complete {
+        verdict(
+            false,
+            REASON_ROLLOUT_COMPLETE,
+            format!("deployment {name} is rolled out: {detail}"),
+        )
+    } else {
+        verdict(
+            true,
+            REASON_ROLLING_OUT,
+            format!("deployment {name} is rolling out: {detail}"),
+        )
+    }
+}
+
+fn degraded(
+    deployment: &Deployment,
+    readiness: &Readiness,
+    ready: &Verdict,
+    progressing: &Verdict,
+    tools: &Verdict,
+) -> Verdict {
+    let verdict = |ok, reason, message| Verdict::new(CONDITION_DEGRADED, Some(ok), reason, message);
+    if progressing.reason == REASON_PROGRESS_DEADLINE_EXCEEDED {
+        return verdict(true, progressing.reason, progressing.message.clone());
+    }
+    if tools.reason == REASON_ALLOWED_TOOL_MISSING {
+        return verdict(true, tools.reason, tools.message.clone());
+    }
+    if readiness.ready && ready.status != "True" {
+        return verdict(true, ready.reason, ready.message.clone());
+    }
+    let status = deployment.status.as_ref();
+    let wanted = deployment.spec.replicas.unwrap_or(1);
+    let unavailable = status.and_then(|s| s.unavailable_replicas).unwrap_or(0);
+    if readiness.ready && unavailable > 0 {
+        return verdict(
+            true,
+            REASON_REPLICAS_UNAVAILABLE,
+            format!("{unavailable} of {wanted} replicas unavailable"),
+        );
+    }
+    verdict(false, REASON_AS_EXPECTED, "no fault observed".to_owned())
+}
+
+fn upstream_ready(report: &Report) -> Verdict {
+    let verdict =
+        |ok, reason, message| Verdict::new(CONDITION_UPSTREAM_READY, Some(ok), reason, message);
+    let total = report.pods.len();
+    let ready = report.pods.iter().filter(|pod| pod.ready).count();
+    if total == 0 {
+        return verdict(false, REASON_NO_PODS, "no pod exists yet".to_owned());
+    }
+    if ready > 0 {
+        return verdict(
+            true,
+            REASON_PODS_READY,
+            format!("{ready} of {total} pods ready"),
+        );
+    }
+    let why = match &report.proxy {
+        ProxyReport::Answered {
+            pod,
+            not_ready: Some(reason),
+            ..
+        } => format!("; the proxy of pod {pod} says: {reason}"),
+        _ => String::new(),
+    };
+    verdict(
+        false,
+        REASON_PODS_NOT_READY,
+        format!("0 of {total} pods ready{why}"),
+    )
+}
+
+fn tools_discovered(proxy: &ProxyReport) -> Verdict {
+    let verdict =
+        |ok, reason, message| Verdict::new(CONDITION_TOOLS_DISCOVERED, ok, reason, message);
+    match proxy {
+        ProxyReport::NoPodRunning => verdict(
+            None,
+            REASON_NO_POD_RUNNING,
+            "no pod runs a proxy to ask yet".to_owned(),
+        ),
+        ProxyReport::Timeout { pod } => verdict(
+            None,
+            REASON_PROXY_REPORT_TIMEOUT,
+            format!(
+                "the proxy of pod {pod} did not answer on its admin port within {}s",
+                REPORT_TIMEOUT.as_secs()
+            ),
+        ),
+        ProxyReport::Failed { pod, error } => verdict(
+            None,
+            REASON_PROXY_REPORT_FAILED,
+            format!("the proxy of pod {pod} could not be read on its admin port: {error}"),
+        ),
+        ProxyReport::Answered { tools, .. } if !tools.missing.is_empty() => verdict(
+            Some(false),
+            REASON_ALLOWED_TOOL_MISSING,
+            format!(
+                "spec.tools.allow names tools the upstream does not offer: {}",
+                tools.missing.join(", ")
+            ),
+        ),
+        ProxyReport::Answered {
+            pod,
+            not_ready: Some(reason),
+            ..
+        } => verdict(
+            None,
+            REASON_PROXY_NOT_READY,
+            format!("the proxy of pod {pod} has not listed the tools: {reason}"),
+        ),
+        ProxyReport::Answered {
+            pod,
+            tools,
+            not_ready: None,
+        } => verdict(
+            Some(true),
+            REASON_TOOLS_LISTED,
+            format!(
+                "the proxy of pod {pod} lists {} tools, fingerprint {}",
+                tools.count,
+                tools.fingerprint.as_deref().unwrap_or("unknown")
+            ),
+        ),
+    }
+}

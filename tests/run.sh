@@ -34,6 +34,9 @@ BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$s
 export KUBECONFIG="$state/kubeconfig"
 
 step "tests"
+# Programs the tests run as processes (berth-operator, berth-proxy) are built first: `cargo test`
+# alone rebuilds only test targets, and a stale binary from an earlier checkout would be used.
+cargo build --workspace --bins
 cargo test --workspace 2>&1 | tee "$log"
 
 step "chart and alerts (helm, promtool; a control plane of their own)"

@@ -65,6 +65,8 @@ pub enum ProxyReport {
         tools: ToolsSummary,
         /// `None` when `/readyz` said ready, else its body (the proxy's reason).
         not_ready: Option<String>,
+        /// Its `/upstream` body; `None` from a proxy that does not serve it.
+        upstream: Option<UpstreamState>,
     },
     /// The proxy did not answer within [`REPORT_TIMEOUT`].
     Timeout {
@@ -96,6 +98,43 @@ pub struct ToolsSummary {
     /// Names in `tools.allow` the upstream lacks.
     #[serde(default)]
     pub missing: Vec<String>,
+}
+
+/// The JSON the proxy serves on `/upstream` (proxy/src/admin.rs):
+/// `{"ready": bool, "lastError": "...", "stdio": {"children": N, "restarts": N}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpstreamState {
+    /// Whether the proxy's upstream session is ready.
+    #[serde(default)]
+    pub ready: bool,
+    /// The last upstream failure; for a stdio child how it ended and its last stderr lines
+    /// (secret-like values redacted by the proxy).
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// Stdio upstreams only: live children and restarts so far.
+    #[serde(default)]
+    pub stdio: Option<StdioState>,
+}
+
+/// A stdio upstream's children as the proxy counts them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct StdioState {
+    /// Live children.
+    #[serde(default)]
+    pub children: i64,
+    /// Children that exited and were respawned (`berth_proxy_stdio_restarts_total`).
+    #[serde(default)]
+    pub restarts: i64,
+}
+
+impl UpstreamState {
+    /// Restarts of a stdio upstream that is not ready: `Some(n)` when the child keeps exiting
+    /// (field case BR-34), `None` otherwise.
+    pub fn crash_loop_restarts(&self) -> Option<i64> {
+        let restarts = self.stdio?.restarts;
+        (!self.ready && restarts > 0).then_some(restarts)
+    }
 }
 
 /// Reading the pods failed.
@@ -191,7 +230,8 @@ pub fn ask_whom(pods: &[PodState]) -> Option<(&str, &str)> {
         .and_then(|pod| Some((pod.name.as_str(), pod.ip.as_deref()?)))
 }
 
-/// GETs `/tools` and `/readyz` of the proxy at `ip:port`, both within [`REPORT_TIMEOUT`].
+/// GETs `/tools`, `/readyz` and `/upstream` of the proxy at `ip:port`, all within
+/// [`REPORT_TIMEOUT`].
 async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyReport {
     // An IPv6 pod IP needs brackets in a URL.
     let host = if ip.contains(':') {
@@ -222,15 +262,23 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
         let body = response.text().await.map_err(text)?;
         Ok::<_, String>((!ready).then(|| body.trim().to_owned()))
     };
+    // Optional: a proxy without `/upstream` still reports through the other two.
+    let upstream = async {
+        let response = http.get(format!("{base}/upstream")).send().await.ok()?;
+        let body = response.error_for_status().ok()?.bytes().await.ok()?;
+        serde_json::from_slice::<UpstreamState>(&body).ok()
+    };
     let pod = pod.to_owned();
-    match tokio::time::timeout(REPORT_TIMEOUT, futures::future::join(tools, readyz)).await {
+    let all = futures::future::join3(tools, readyz, upstream);
+    match tokio::time::timeout(REPORT_TIMEOUT, all).await {
         Err(_) => ProxyReport::Timeout { pod },
-        Ok((Ok(tools), Ok(not_ready))) => ProxyReport::Answered {
+        Ok((Ok(tools), Ok(not_ready), upstream)) => ProxyReport::Answered {
             pod,
             tools,
             not_ready,
+            upstream,
         },
-        Ok((Err(error), _) | (_, Err(error))) => ProxyReport::Failed { pod, error },
+        Ok((Err(error), _, _) | (_, Err(error), _)) => ProxyReport::Failed { pod, error },
     }
 }
 

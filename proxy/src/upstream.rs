@@ -331,11 +331,20 @@ impl Upstream {
             .read()
             .map(|c| c.missing().to_vec())
             .unwrap_or_default();
-        if missing.is_empty() {
-            "upstream session not ready".to_owned()
-        } else {
-            format!("allowed tools missing upstream: {}", missing.join(", "))
+        if !missing.is_empty() {
+            return format!("allowed tools missing upstream: {}", missing.join(", "));
         }
+        // The last failure (for a stdio child: how it ended and its last stderr lines, redacted)
+        // travels with the reason, so the operator's UpstreamReady message carries it (BR-34).
+        let mut reason = match self.last_error() {
+            Some(error) => format!("upstream session not ready: {error}"),
+            None => "upstream session not ready".to_owned(),
+        };
+        let restarts = self.metrics.stdio.restarts.get();
+        if self.endpoint.stdio().is_some() && restarts > 0 {
+            reason.push_str(&format!(" (child restarts: {restarts})"));
+        }
+        reason
     }
 
     /// `{"count", "fingerprint", "drifted", "missing"}` of the last listing.

@@ -256,7 +256,9 @@ async fn br_32_operator_with_exactly_the_chart_cluster_role_creates_updates_repa
     // And nothing the operator never does.
     for (verb, target) in [
         ("delete", "deployments.apps"),
-        ("get", "secrets"),
+        // It gets and creates only its session-key Secrets; it never lists or changes Secrets.
+        ("list", "secrets"),
+        ("update", "secrets"),
         ("create", "pods"),
     ] {
         let as_user = format!("--as={user}");

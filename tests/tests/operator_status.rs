@@ -455,3 +455,64 @@ async fn br_19_hung_proxy_admin_endpoint_does_not_stall_other_upstreams() {
     operator.stop().await.expect("operator stops");
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn br_34_stdio_child_crash_loop_is_ready_false_with_reason_last_stderr_and_restarts() {
+    use berth_crds::SessionStrategy;
+    use berth_tests::stdio::{Marker, fault_child};
+    let client = client().await;
+    ensure_crd(&client).await;
+    let ns = TestNamespace::create(&client, "op-crash").await;
+    let operator = Operator::start("berth-operator-crash", settings(&ns.name, RESYNC));
+    // The pod's proxy: a stdio upstream whose child prints a reason on stderr and exits 1 at
+    // start, over and over; the proxy keeps retrying (no give-up) so the operator sees the loop.
+    let marker = Marker::new("op-br34");
+    let config = berth_tests::stdio::config(
+        fault_child(&marker, &["--fail-start", "--exit-code", "1"]),
+        SessionStrategy::PerClient,
+    );
+    let (admin, port) = admin_listener().await;
+    let mcp = TcpListener::bind("127.0.0.1:0").await.expect("bind mcp");
+    let env = |var: &str| (var == "BERTH_STDIO_MAX_QUICK_FAILURES").then(|| "0".to_owned());
+    let running = berth_proxy::start_on(&config, mcp, admin, &env)
+        .await
+        .expect("proxy starts");
+
+    let mut stdio = upstream("crashy", port, None);
+    stdio.spec.upstream.transport = berth_crds::Transport::Stdio;
+    stdio.spec.upstream.command = Some(vec!["server".to_owned()]);
+    create(&ns, &stdio).await;
+    let pod = eventually_pod(&ns, "crashy", DEADLINE).await;
+    play_kubelet(&ns, &pod, false, IMAGE_ID).await;
+
+    let crashy = eventually(
+        &ns,
+        "crashy",
+        "Ready=False UpstreamCrashLooping",
+        DEADLINE,
+        |u| has(u, "Ready", "False", "UpstreamCrashLooping"),
+    )
+    .await;
+    let ready = condition(&crashy, "Ready").expect("Ready");
+    assert!(
+        ready.message.contains("no database URL provided") && ready.message.contains("restarts"),
+        "last stderr line and restart count: {ready:?}"
+    );
+    assert!(
+        !ready.message.contains("sk-"),
+        "secret-like values redacted: {ready:?}"
+    );
+    assert!(has(
+        &crashy,
+        "UpstreamReady",
+        "False",
+        "UpstreamCrashLooping"
+    ));
+    assert!(has(&crashy, "Degraded", "True", "UpstreamCrashLooping"));
+    let event = eventually_event(&ns, "crashy", "UpstreamCrashLooping").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+
+    running.shutdown().await;
+    operator.stop().await.expect("operator stops");
+    ns.delete().await;
+}

@@ -380,7 +380,10 @@ async fn br_13_a_and_c_child_that_never_initializes_hits_the_connect_budget_and_
             took >= Duration::from_secs(4) && took <= Duration::from_secs(6),
             "{name}: {took:?}"
         );
-        assert_eq!(reply.status, 503, "{name}: {reply:?}");
+        assert_eq!(
+            reply.status, 504,
+            "{name}: connect budget ran out: {reply:?}"
+        );
         assert_eq!(
             reply.last()["error"]["data"]["outcome"],
             json!("upstream_unavailable")
@@ -427,7 +430,7 @@ async fn br_13_b_and_br_34_child_exiting_at_start_fails_fast_backs_off_and_gives
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64();
-    assert_eq!(reply.status, 503, "{reply:?}");
+    assert_eq!(reply.status, 502, "failed before the budget: {reply:?}");
     // Readiness never true; liveness stays the proxy's own.
     assert_eq!(readyz(&proxy).await, 503);
     let healthz = reqwest::get(format!("http://{}/healthz", proxy.admin_addr))
@@ -673,7 +676,7 @@ async fn stdio_missing_program_is_a_clear_error_and_a_metric_not_a_crash() {
     let url = mcp_url(&proxy);
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
     let reply = post_raw(&url, None, &init.to_string()).await;
-    assert_eq!(reply.status, 503);
+    assert_eq!(reply.status, 502, "{reply:?}");
     let metrics = scrape(&proxy).await;
     assert!(
         sample(&metrics, "berth_proxy_stdio_spawn_failures_total") >= 2.0,

@@ -67,10 +67,15 @@ pub const REASON_ALLOWED_TOOL_MISSING: &str = "AllowedToolMissing";
 pub const REASON_NO_POD_RUNNING: &str = "NoPodRunning";
 /// `ToolsDiscovered=Unknown`: the proxy answered but has not listed the tools yet.
 pub const REASON_PROXY_NOT_READY: &str = "ProxyNotReady";
+/// `Ready=False`, `UpstreamReady=False`, `Degraded=True`: no pod is ready and the proxy reports
+/// its stdio child exiting and being restarted; the message carries the restart count and the
+/// proxy's last error (how the child ended, its last stderr lines, redacted) (field case BR-34).
+pub const REASON_UPSTREAM_CRASH_LOOPING: &str = "UpstreamCrashLooping";
 
 /// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
 /// new Event.
-pub const WARNING_REASONS: [&str; 9] = [
+pub const WARNING_REASONS: [&str; 10] = [
+    REASON_UPSTREAM_CRASH_LOOPING,
     REASON_INVALID_SPEC,
     REASON_DEPLOYMENT_UNAVAILABLE,
     REASON_PROXY_REPORT_TIMEOUT,
@@ -116,7 +121,7 @@ impl Verdict {
 /// `ToolsDiscovered`.
 pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
     let readiness = Readiness::of_deployment(deployment);
-    let ready = ready(&readiness, &report.proxy);
+    let ready = ready(&readiness, report);
     let progressing = progressing(deployment);
     let upstream_ready = upstream_ready(report);
     let tools = tools_discovered(&report.proxy);
@@ -155,11 +160,38 @@ fn failed(reason: &'static str, message: &str) -> Vec<Verdict> {
     ]
 }
 
-fn ready(readiness: &Readiness, proxy: &ProxyReport) -> Verdict {
+/// `Some(message)` when no pod is ready and the proxy reports a crash-looping stdio child.
+fn crash_loop(report: &Report) -> Option<String> {
+    if report.pods.iter().any(|pod| pod.ready) {
+        return None;
+    }
+    let ProxyReport::Answered {
+        pod,
+        upstream: Some(upstream),
+        ..
+    } = &report.proxy
+    else {
+        return None;
+    };
+    let restarts = upstream.crash_loop_restarts()?;
+    let last = upstream
+        .last_error
+        .as_deref()
+        .unwrap_or("no error recorded");
+    Some(format!(
+        "the upstream child of pod {pod} keeps exiting ({restarts} restarts); last: {last}"
+    ))
+}
+
+fn ready(readiness: &Readiness, report: &Report) -> Verdict {
     let verdict = |ok, reason, message| Verdict::new(CONDITION_READY, Some(ok), reason, message);
+    if let Some(message) = crash_loop(report) {
+        return verdict(false, REASON_UPSTREAM_CRASH_LOOPING, message);
+    }
     if !readiness.ready {
         return verdict(false, readiness.reason, readiness.message.clone());
     }
+    let proxy = &report.proxy;
     match proxy {
         ProxyReport::Timeout { pod } => verdict(
             false,
@@ -237,6 +269,9 @@ fn degraded(
     if tools.reason == REASON_ALLOWED_TOOL_MISSING {
         return verdict(true, tools.reason, tools.message.clone());
     }
+    if ready.reason == REASON_UPSTREAM_CRASH_LOOPING {
+        return verdict(true, ready.reason, ready.message.clone());
+    }
     if readiness.ready && ready.status != "True" {
         return verdict(true, ready.reason, ready.message.clone());
     }
@@ -267,6 +302,9 @@ fn upstream_ready(report: &Report) -> Verdict {
             REASON_PODS_READY,
             format!("{ready} of {total} pods ready"),
         );
+    }
+    if let Some(message) = crash_loop(report) {
+        return verdict(false, REASON_UPSTREAM_CRASH_LOOPING, message);
     }
     let why = match &report.proxy {
         ProxyReport::Answered {
@@ -326,6 +364,7 @@ fn tools_discovered(proxy: &ProxyReport) -> Verdict {
             pod,
             tools,
             not_ready: None,
+            ..
         } => verdict(
             Some(true),
             REASON_TOOLS_LISTED,

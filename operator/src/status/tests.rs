@@ -244,6 +244,7 @@ fn conditions_available_with_ready_proxy_listing_tools_are_all_good() {
             pod: "p".to_owned(),
             tools: summary(3, &[]),
             not_ready: None,
+            upstream: None,
         },
     };
     let status = desired(&upstream(""), observation(AVAILABLE, &report), now());
@@ -285,6 +286,7 @@ fn conditions_allowed_tool_missing_is_tools_discovered_false_and_degraded() {
             pod: "p".to_owned(),
             tools: summary(1, &["nope", "gone"]),
             not_ready: Some("allowed tools missing upstream: nope, gone".to_owned()),
+            upstream: None,
         },
     };
     let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
@@ -449,4 +451,60 @@ fn conditions_available_with_unavailable_replicas_is_degraded() {
         ("True", "ReplicasUnavailable")
     );
     assert_eq!(condition(&status, "Ready").status, "True");
+}
+
+#[test]
+fn br_34_crash_looping_stdio_child_is_ready_false_with_restarts_and_last_stderr() {
+    let upstream_state = crate::report::UpstreamState {
+        ready: false,
+        last_error: Some("child exited with code 1; stderr: no database URL provided".to_owned()),
+        stdio: Some(crate::report::StdioState {
+            children: 0,
+            restarts: 7,
+        }),
+    };
+    let report = Report {
+        pods: vec![pod(false, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(0, &[]),
+            not_ready: Some("upstream session not ready".to_owned()),
+            upstream: Some(upstream_state.clone()),
+        },
+    };
+    let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
+    for type_ in ["Ready", "UpstreamReady"] {
+        let c = condition(&status, type_);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "UpstreamCrashLooping"),
+            "{c:?}"
+        );
+        assert!(
+            c.message.contains("7 restarts") && c.message.contains("no database URL provided"),
+            "{c:?}"
+        );
+    }
+    let degraded = condition(&status, "Degraded");
+    assert_eq!(
+        (degraded.status.as_str(), degraded.reason.as_str()),
+        ("True", "UpstreamCrashLooping")
+    );
+    // A ready pod, or a child that never restarted, is not a crash loop.
+    let mut calm = upstream_state;
+    calm.stdio = Some(crate::report::StdioState {
+        children: 1,
+        restarts: 0,
+    });
+    let report = Report {
+        pods: vec![pod(false, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(0, &[]),
+            not_ready: Some("upstream session not ready".to_owned()),
+            upstream: Some(calm),
+        },
+    };
+    let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
+    assert_ne!(condition(&status, "Ready").reason, "UpstreamCrashLooping");
 }

@@ -176,6 +176,7 @@ pub fn operator_bin() -> PathBuf {
         dir = dir.parent().expect("deps has a parent");
     }
     let bin = dir.join("berth-operator");
+    // `make test` builds it before the tests (tests/run.sh), so it is current there.
     if bin.exists() {
         return bin;
     }

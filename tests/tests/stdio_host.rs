@@ -23,6 +23,16 @@ async fn stdio_host_serves_one_child_per_connection_and_refuses_past_max_childre
         command: fault_child(&marker, &["--ignore-sigterm"]),
     })
     .expect("host binds");
+    {
+        use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+        let meta = std::fs::metadata(&socket).expect("socket exists");
+        assert!(meta.file_type().is_socket());
+        assert_eq!(
+            meta.permissions().mode() & 0o777,
+            0o666,
+            "connectable by a proxy running as another UID"
+        );
+    }
     let stop = CancellationToken::new();
     let hosting = tokio::spawn(host.run(stop.clone()));
     let mut cfg = config(Vec::new(), SessionStrategy::PerClient);

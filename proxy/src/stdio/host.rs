@@ -78,10 +78,16 @@ impl Host {
             return Err(HostError::NoChildren);
         }
         let _ = std::fs::remove_file(&settings.socket);
-        let listener = UnixListener::bind(&settings.socket).map_err(|source| HostError::Bind {
+        let bind_error = |source| HostError::Bind {
             path: settings.socket.display().to_string(),
             source,
-        })?;
+        };
+        let listener = UnixListener::bind(&settings.socket).map_err(bind_error)?;
+        // Connectable by any user: the socket lives in the pod's own emptyDir, and the proxy
+        // container may run as another UID than the server's image (spec.upstream.securityContext).
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&settings.socket, std::fs::Permissions::from_mode(0o666))
+            .map_err(bind_error)?;
         Ok(Self { listener, settings })
     }
 

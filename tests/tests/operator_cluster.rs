@@ -105,27 +105,6 @@ fn proxy_container(deployment: &Deployment) -> &Container {
         .expect("proxy container")
 }
 
-/// Waits for the first Pod of McpUpstream `name` (created by the ReplicaSet controller).
-async fn eventually_pod(ns: &TestNamespace, name: &str) -> Pod {
-    let pods = ns.api::<Pod>();
-    let selector = format!("app.kubernetes.io/instance={name}");
-    wait_for(
-        "a pod from the ReplicaSet controller",
-        CONTROLLERS_DEADLINE,
-        || {
-            let (pods, selector) = (pods.clone(), selector.clone());
-            async move {
-                let list = pods
-                    .list(&ListParams::default().labels(&selector))
-                    .await
-                    .ok()?;
-                list.items.into_iter().next()
-            }
-        },
-    )
-    .await
-}
-
 #[tokio::test]
 async fn everything_example_applied_children_have_sidecar_pod_shape_and_status() {
     shared_operator().await;
@@ -249,7 +228,9 @@ async fn everything_example_applied_children_have_sidecar_pod_shape_and_status()
 
     // The namespace enforces the "restricted" Pod Security Standard, so a Pod only exists if the
     // template meets it.
-    let pod = eventually_pod(&ns, "everything").await;
+    let pod =
+        berth_tests::cluster::operator::eventually_pod(&ns, "everything", CONTROLLERS_DEADLINE)
+            .await;
     assert_eq!(
         pod.labels()
             .get("berth.dev/mcpupstream")
@@ -421,7 +402,9 @@ async fn mcp_upstream_deployment_available_becomes_ready() {
 
     // Play the kubelet: report the Pod running and ready. The ReplicaSet controller then counts
     // it available, and the Deployment controller sets Available=True, as in a real cluster.
-    let pod = eventually_pod(&ns, "everything").await;
+    let pod =
+        berth_tests::cluster::operator::eventually_pod(&ns, "everything", CONTROLLERS_DEADLINE)
+            .await;
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let ready = |type_: &str| serde_json::json!({"type": type_, "status": "True", "lastTransitionTime": now});
     let status = serde_json::json!({"status": {

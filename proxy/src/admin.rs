@@ -3,7 +3,7 @@
 //! initialized and, unless the probe policy is `Never`, the tool list was obtained).
 //!
 //! Liveness never depends on the upstream, so a dead upstream takes the pod out of the Service
-//! without a restart loop (DESIGN.md, "The pod").
+//! without a restart loop (README.md, "Design").
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Forwarding one downstream JSON-RPC request over the upstream session.
 //!
 //! The request id is rewritten to an id unique on the upstream session and mapped back on the
-//! way out, so two clients that both use id 1 each get exactly their own reply (DESIGN.md
+//! way out, so two clients that both use id 1 each get exactly their own reply (README.md "Why it exists",
 //! failure 2); a `_meta.progressToken` is rewritten the same way. The `timeouts.call` budget is
 //! enforced here, outside the HTTP client (failure 4). A request the upstream refused because it
 //! did not know the session provably never ran, so it is replayed once on the next session;

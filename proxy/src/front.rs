@@ -331,6 +331,19 @@ async fn notification(
             }
             Answer::Accepted
         }
+        // A request method without an id is not a notification in MCP (notifications are
+        // `notifications/*`): forwarding it would skip the tool policy, drift checks and
+        // outcome accounting, and an upstream may crash on it. Refused; nothing is forwarded.
+        _ if !method.starts_with("notifications/") => refused(
+            proxy,
+            "request_without_id",
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            &format!(
+                "{method} is a request and needs an id (MCP notifications are notifications/*); nothing was forwarded"
+            ),
+        ),
         _ => {
             let upstream = match session.dedicated() {
                 Some(dedicated) => Some(dedicated.current()),

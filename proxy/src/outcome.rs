@@ -1,6 +1,6 @@
 //! Outcomes: how each forwarded request ended, the label Berth's alerts are built on.
 //!
-//! Every `tools/call` ends in exactly one [`Outcome`] (DESIGN.md, "Outcomes and metrics"). A
+//! Every `tools/call` ends in exactly one [`Outcome`] (README.md "Why it exists", failure 5). A
 //! result with `isError: true` is a failure (`tool_error`), never a success (field case BR-30).
 
 use serde_json::Value;

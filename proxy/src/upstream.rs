@@ -2,7 +2,7 @@
 //! and shared by every caller.
 //!
 //! The supervisor opens the session at start-up, lists tools over that same session (never a
-//! second session per call or per probe: DESIGN.md failure 1), publishes it, and opens a new one
+//! second session per call or per probe: README.md "Why it exists", failure 1), publishes it, and opens a new one
 //! only after the upstream reports the old one unknown. Readiness is true while a session is
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
@@ -34,7 +34,7 @@ const MIN_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between handshake attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// How often the supervisor pings an idle upstream session, so a dead upstream takes the proxy
-/// out of readiness even when no client is calling (DESIGN.md failure 5).
+/// out of readiness even when no client is calling (README.md "Why it exists", failure 5).
 const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Budget for ending the upstream session on shutdown; shutdown never waits longer.
 const CLOSE_BUDGET: Duration = Duration::from_secs(2);

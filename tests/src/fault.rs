@@ -50,7 +50,7 @@ pub enum SecondSession {
     /// `initialize` gets HTTP 400 with [`ALREADY_INITIALIZED_BODY`] while a session is live.
     RejectInitialize,
     /// `initialize` succeeds, but that session's `notifications/initialized` gets HTTP 400 with
-    /// [`ALREADY_INITIALIZED_BODY`] (the failure in DESIGN.md, failure 1).
+    /// [`ALREADY_INITIALIZED_BODY`] (README.md "Why it exists", failure 1).
     RejectInitialized,
 }
 

@@ -209,3 +209,52 @@ async fn front_oversized_body_and_wrong_media_types_get_json_rpc_errors() {
     assert_eq!(ok.status().as_u16(), 200, "the session still works");
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn front_request_method_without_id_is_refused_and_never_reaches_upstream() {
+    use berth_tests::fault::FaultUpstream;
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    let mut cfg = config(&upstream.url, "60s");
+    // `slow` is hidden: an id-less call must not be a way around the tool policy.
+    cfg.tools.allow = Some(vec!["echo".to_owned()]);
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let before = upstream.received().len();
+    for body in [
+        json!({"jsonrpc":"2.0","method":"tools/call","params":{"name":"slow","arguments":{"ms":1}}}),
+        json!({"jsonrpc":"2.0","method":"tools/list"}),
+        json!({"jsonrpc":"2.0","method":"ping"}),
+    ] {
+        let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+        assert_eq!(reply.status, 400, "{body}: {reply:?}");
+        assert_eq!(reply.last()["error"]["code"], json!(-32600));
+        assert_eq!(reply.last()["id"], json!(null));
+    }
+    // A real notification still goes through.
+    let progress = json!({"jsonrpc":"2.0","method":"notifications/roots/list_changed"});
+    assert_eq!(
+        post_raw(&url, Some(&session), &progress.to_string())
+            .await
+            .status,
+        202
+    );
+    let forwarded: Vec<_> = upstream.received()[before..]
+        .iter()
+        .filter_map(|r| r.method.clone())
+        .collect();
+    assert_eq!(
+        forwarded,
+        ["notifications/roots/list_changed"],
+        "nothing else reached the upstream"
+    );
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert_eq!(
+        berth_tests::proxy::sample(
+            &metrics,
+            r#"berth_proxy_invalid_messages_total{reason="request_without_id"}"#
+        ),
+        3.0
+    );
+    proxy.shutdown().await;
+}

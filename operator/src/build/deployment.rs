@@ -1,7 +1,7 @@
 //! The Deployment: `spec.replicas` pods per McpUpstream with the berth proxy as the main
 //! container and the upstream MCP server as a native sidecar.
 //!
-//! Pod shape for `StreamableHttp` (see DESIGN.md, "The pod"; for `Stdio` see [`super::stdio`]):
+//! Pod shape for `StreamableHttp` (see README.md, "Design"; for `Stdio` see [`super::stdio`]):
 //! - init container `upstream` with `restartPolicy: Always` (a native sidecar: started before
 //!   the proxy, kept running, stopped after it), the user's digest-pinned image, and a TCP
 //!   startup probe so the proxy starts only once the upstream listens;

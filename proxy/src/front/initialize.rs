@@ -1,5 +1,5 @@
 //! Downstream `initialize`. `Shared`: answered by the proxy from the upstream's cached
-//! handshake, never by a new upstream session (DESIGN.md failure 1). `PerClient`: the client's
+//! handshake, never by a new upstream session (README.md "Why it exists", failure 1). `PerClient`: the client's
 //! own handshake on a new upstream session of its own, capped by `session.maxSessions`.
 
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! One stdio connection: newline-delimited JSON-RPC to a child's stdin (or a stdio host's
 //! socket) and from its stdout, with the routing the upstream session needs.
 //!
-//! The connection has exactly one reader and one owner of its request ids (DESIGN.md failure 2):
+//! The connection has exactly one reader and one owner of its request ids (README.md "Why it exists", failure 2):
 //! a response goes to the one pending request with its id; a progress notification to the
 //! request its `berth-<id>` token names; a server-to-client request to the only pending request
 //! (so the client that made the call answers it) or else, like every other notification, to the

@@ -1,5 +1,5 @@
 //! `berth-proxy stdio-host`: the dumb spawner in the upstream sidecar of a stdio pod
-//! (DESIGN.md, "The pod"; issue 4, "stdio-host").
+//! (issue 4, "stdio-host").
 //!
 //! One child per connection on a Unix socket, at most `--max-children`; a connection past the
 //! limit gets one [`REFUSAL_PREFIX`] line with the reason and is closed at once (the proxy turns

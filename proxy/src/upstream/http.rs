@@ -3,7 +3,7 @@
 //!
 //! Source: MCP 2025-06-18, "Transports: Streamable HTTP" (§ Sending Messages to the Server,
 //! § Session Management). No timeout lives here: callers enforce every budget around these
-//! futures, so a black-holed upstream cannot stretch them (DESIGN.md, failure 4).
+//! futures, so a black-holed upstream cannot stretch them (README.md "Why it exists", failure 4).
 
 use std::time::Duration;
 

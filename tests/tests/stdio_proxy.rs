@@ -787,3 +787,34 @@ async fn stdio_shared_server_request_during_a_call_goes_to_the_calling_client() 
     assert!(text_of(&done).contains("sampled"), "{done}");
     proxy.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn br_23_child_answering_in_batch_arrays_completes_each_call_at_once() {
+    let marker = Marker::new("br23");
+    let mut cfg = config(
+        fault_child(&marker, &["--batch-replies"]),
+        SessionStrategy::PerClient,
+    );
+    cfg.timeouts.call = DurationString::new("20s");
+    let proxy = start(&cfg, &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    for id in 2..5 {
+        let started = Instant::now();
+        let reply = post_raw(
+            &url,
+            Some(&session),
+            &call(json!(id), "echo", json!({"tag": id.to_string()})),
+        )
+        .await;
+        assert_eq!(reply.last()["id"], json!(id), "{reply:?}");
+        assert_eq!(text_of(reply.last()), id.to_string());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "answered at once, not at the call budget: {:?}",
+            started.elapsed()
+        );
+    }
+    proxy.shutdown().await;
+}

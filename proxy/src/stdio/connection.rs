@@ -419,6 +419,28 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>
     let Ok(message) = serde_json::from_slice::<Value>(&bytes) else {
         return shared.skip("not_json", &bytes);
     };
+    // A JSON-RPC batch (an array, as servers of revision 2025-03-26 may send): each member is
+    // routed on its own, so a response inside one still completes its call at once (BR-23).
+    if let Value::Array(members) = message {
+        for member in members {
+            let raw = serde_json::to_vec(&member).unwrap_or_default();
+            route_message(shared, member, &raw, standalone).await;
+        }
+        return;
+    }
+    route_message(shared, message, &bytes, standalone).await;
+}
+
+/// Routes one JSON-RPC message from the child; `bytes` is its text, for skip logs.
+async fn route_message(
+    shared: &Shared,
+    message: Value,
+    bytes: &[u8],
+    standalone: &mpsc::Sender<Value>,
+) {
+    if !message.is_object() {
+        return shared.skip("not_jsonrpc", bytes);
+    }
     let method = message.get("method").and_then(Value::as_str);
     let id = message.get("id").filter(|id| !id.is_null());
     let is_response = message.get("result").is_some() || message.get("error").is_some();
@@ -429,7 +451,7 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>
                 Some(tx) => {
                     let _ = tx.send(Ok(message)).await;
                 }
-                None => shared.skip("unmatched", &bytes),
+                None => shared.skip("unmatched", bytes),
             }
         }
         (Some(_), Some(_)) => match shared.only_pending() {
@@ -453,7 +475,7 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>
                 None => deliver_standalone(shared, standalone, message),
             }
         }
-        _ => shared.skip("not_jsonrpc", &bytes),
+        _ => shared.skip("not_jsonrpc", bytes),
     }
 }
 

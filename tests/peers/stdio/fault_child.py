@@ -17,6 +17,8 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
                         from the thread that answers (so an undrained stderr blocks the answer)
   --ignore-sigterm      ignore SIGTERM and stdin EOF (must be SIGKILLed)
   --count-file PATH     append one line per process start ("start <pid>") and per initialize
+  --batch-replies       send every response as a one-member JSON-RPC batch array, followed in
+                        the same array by a log notification (BR-23)
 
 Tools: echo {tag} -> text tag; sleep {ms, tag} -> text tag after ms (concurrent); crash ->
 exits mid-call without answering; huge {bytes} -> one reply line of about that many bytes;
@@ -43,6 +45,7 @@ parser.add_argument("--close-stdout-after-init", action="store_true")
 parser.add_argument("--flood-stderr", action="store_true")
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--count-file")
+parser.add_argument("--batch-replies", action="store_true")
 args = parser.parse_args()
 
 out = sys.stdout.buffer
@@ -63,6 +66,10 @@ def write_raw(data: bytes):
 
 
 def send(message):
+    if args.batch_replies and "id" in message and "method" not in message:
+        note = {"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "batched"}}
+        message = [message, note]
     write_raw(json.dumps(message).encode() + b"\n")
 
 

@@ -61,7 +61,14 @@ PORT="$upstream_port" node --import ./tests/peers/node/loopback.mjs \
   tests/peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js streamableHttp \
   > "$work/upstream.log" 2>&1 &
 pids+=($!)
-"$bin/berth-proxy" --config "$work/proxy.yaml" --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:19090 \
+# The pod gets its session-signing key from the Secret the operator created
+# (everything-session-key); the demo passes it the same way, as an environment variable.
+for _ in $(seq 1 30); do
+  "$kubectl" get secret everything-session-key >/dev/null 2>&1 && break
+  sleep 1
+done
+BERTH_SESSION_KEY=$("$kubectl" get secret everything-session-key -o 'jsonpath={.data.key}' | base64 -d) \
+  "$bin/berth-proxy" --config "$work/proxy.yaml" --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:19090 \
   > "$work/proxy.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 60); do

@@ -10,6 +10,24 @@ use berth_tests::stdio::{Marker, config, fault_child, readyz, start, within, zom
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+/// A ready `PerClient` proxy over the fault child with `flags`, and one client session on it:
+/// `(marker, proxy, MCP URL, session id)`.
+async fn per_client_session(
+    name: &str,
+    flags: &[&str],
+) -> (Marker, berth_proxy::RunningProxy, String, String) {
+    let marker = Marker::new(name);
+    let proxy = start(
+        &config(fault_child(&marker, flags), SessionStrategy::PerClient),
+        &[],
+    )
+    .await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    (marker, proxy, url, session)
+}
+
 fn text_of(reply: &Value) -> String {
     reply
         .pointer("/result/content/0/text")
@@ -323,18 +341,7 @@ async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn br_10_non_json_lines_are_skipped_counted_and_never_forwarded() {
-    let marker = Marker::new("br10");
-    let proxy = start(
-        &config(
-            fault_child(&marker, &["--noise"]),
-            SessionStrategy::PerClient,
-        ),
-        &[],
-    )
-    .await;
-    wait_ready(&proxy, Duration::from_secs(20)).await;
-    let url = mcp_url(&proxy);
-    let session = open_session(&url).await;
+    let (_marker, proxy, url, session) = per_client_session("br10", &["--noise"]).await;
     for id in 2..5 {
         let reply = post_raw(
             &url,
@@ -488,18 +495,7 @@ async fn br_13_b_and_br_34_child_exiting_at_start_fails_fast_backs_off_and_gives
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_stderr_flood_never_blocks_calls() {
-    let marker = Marker::new("flood");
-    let proxy = start(
-        &config(
-            fault_child(&marker, &["--flood-stderr"]),
-            SessionStrategy::PerClient,
-        ),
-        &[],
-    )
-    .await;
-    wait_ready(&proxy, Duration::from_secs(20)).await;
-    let url = mcp_url(&proxy);
-    let session = open_session(&url).await;
+    let (_marker, proxy, url, session) = per_client_session("flood", &["--flood-stderr"]).await;
     let started = Instant::now();
     for id in 2..22 {
         let reply = post_raw(

@@ -240,27 +240,32 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
         ip.to_owned()
     };
     let base = format!("http://{host}:{port}");
-    let text = |err: reqwest::Error| err.without_url().to_string();
+    let failed = |err: reqwest::Error| Unanswered {
+        timed_out: err.is_timeout(),
+        error: err.without_url().to_string(),
+    };
     let tools = async {
         let response = http
             .get(format!("{base}/tools"))
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(text)?;
-        let body = response.bytes().await.map_err(text)?;
-        serde_json::from_slice::<ToolsSummary>(&body)
-            .map_err(|err| format!("/tools did not answer the expected JSON: {err}"))
+            .map_err(failed)?;
+        let body = response.bytes().await.map_err(failed)?;
+        serde_json::from_slice::<ToolsSummary>(&body).map_err(|err| Unanswered {
+            timed_out: false,
+            error: format!("/tools did not answer the expected JSON: {err}"),
+        })
     };
     let readyz = async {
         let response = http
             .get(format!("{base}/readyz"))
             .send()
             .await
-            .map_err(text)?;
+            .map_err(failed)?;
         let ready = response.status().is_success();
-        let body = response.text().await.map_err(text)?;
-        Ok::<_, String>((!ready).then(|| body.trim().to_owned()))
+        let body = response.text().await.map_err(failed)?;
+        Ok::<_, Unanswered>((!ready).then(|| body.trim().to_owned()))
     };
     // Optional: a proxy without `/upstream` still reports through the other two.
     let upstream = async {
@@ -271,15 +276,41 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
     let pod = pod.to_owned();
     let all = futures::future::join3(tools, readyz, upstream);
     match tokio::time::timeout(REPORT_TIMEOUT, all).await {
-        Err(_) => ProxyReport::Timeout { pod },
         Ok((Ok(tools), Ok(not_ready), upstream)) => ProxyReport::Answered {
             pod,
             tools,
             not_ready,
             upstream,
         },
-        Ok((Err(error), _, _) | (_, Err(error), _)) => ProxyReport::Failed { pod, error },
+        // The client's own per-request timeout can expire in the same timer tick as the overall
+        // one and be seen first: it is the same timeout, not a different failure.
+        Err(_)
+        | Ok((
+            Err(Unanswered {
+                timed_out: true, ..
+            }),
+            _,
+            _,
+        )) => ProxyReport::Timeout { pod },
+        Ok((
+            _,
+            Err(Unanswered {
+                timed_out: true, ..
+            }),
+            _,
+        )) => ProxyReport::Timeout { pod },
+        Ok((Err(Unanswered { error, .. }), _, _) | (_, Err(Unanswered { error, .. }), _)) => {
+            ProxyReport::Failed { pod, error }
+        }
     }
+}
+
+/// Why one admin request got no usable answer.
+struct Unanswered {
+    /// The request ran out of time (connecting or waiting for the answer).
+    timed_out: bool,
+    /// What failed, for the condition message.
+    error: String,
 }
 
 /// The upstream image ID to report: the first ready pod's, else the first reporting pod's.

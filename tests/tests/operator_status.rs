@@ -77,15 +77,24 @@ async fn eventually(
     check: impl Fn(&McpUpstream) -> bool,
 ) -> McpUpstream {
     let api = ns.api::<McpUpstream>();
-    let check = &check;
-    wait_for(&format!("{name}: {what}"), deadline, || {
-        let api = api.clone();
-        async move {
-            let upstream = api.get(name).await.ok()?;
-            check(&upstream).then_some(upstream)
+    let end = tokio::time::Instant::now() + deadline;
+    let mut last = None;
+    loop {
+        if let Ok(upstream) = api.get(name).await {
+            if check(&upstream) {
+                return upstream;
+            }
+            last = Some(upstream);
         }
-    })
-    .await
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out after {deadline:?} waiting for {name}: {what}; last seen conditions: {:#?}",
+            last.as_ref()
+                .and_then(|u| u.status.as_ref())
+                .map(|s| &s.conditions)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 async fn events_about(ns: &TestNamespace, name: &str) -> Vec<Event> {

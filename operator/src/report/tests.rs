@@ -103,3 +103,45 @@ fn tools_summary_parses_the_proxy_admin_body() {
     assert_eq!(summary.fingerprint.as_deref(), Some("sha256:ff"));
     assert_eq!(summary.missing, ["nope"]);
 }
+
+/// A proxy that accepts TCP and never answers is `Timeout` (reason `ProxyReportTimeout`, field
+/// case BR-19) even when the HTTP client's own per-request timeout expires in the same timer
+/// tick as the overall one, which a paused clock makes certain.
+#[tokio::test(start_paused = true)]
+async fn br_19_admin_port_that_never_answers_is_a_timeout_not_a_failure() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = i32::from(listener.local_addr().expect("addr").port());
+    let held = tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            sockets.push(socket);
+        }
+    });
+    let http = super::http_client().expect("client");
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    held.abort();
+    assert_eq!(
+        report,
+        ProxyReport::Timeout {
+            pod: "pod-0".to_owned()
+        }
+    );
+}
+
+/// A refused connection is `Failed` with the client's message, not a timeout.
+#[tokio::test]
+async fn admin_port_that_refuses_is_a_failure_with_the_reason() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        i32::from(listener.local_addr().expect("addr").port())
+    };
+    let http = super::http_client().expect("client");
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    let ProxyReport::Failed { pod, error } = report else {
+        panic!("a refused connection is a failure: {report:?}");
+    };
+    assert_eq!(pod, "pod-0");
+    assert!(!error.is_empty());
+}

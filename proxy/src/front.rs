@@ -146,6 +146,14 @@ async fn handle_post(
             "missing Mcp-Session-Id header: send initialize first",
         );
     };
+    if let Some(version) = era::unsupported_header(&headers) {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&["protocol_version"])
+            .inc();
+        return era::unsupported_header_answer(&request_id, &version);
+    }
     let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &request_id);
     };
@@ -369,6 +377,14 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
         )
         .into_response();
     };
+    if let Some(version) = era::unsupported_header(&headers) {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&["protocol_version"])
+            .inc();
+        return era::unsupported_header_answer(&Value::Null, &version).into_response();
+    }
     let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &Value::Null).into_response();
     };

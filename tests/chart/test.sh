@@ -253,8 +253,8 @@ pass "RBAC: the operator's ServiceAccount can do all it needs and no more (BR-32
 # --- 5. upgrade to a CRD with a new field (BR-31) -------------------------------------------
 crd_uid=$(kubectl get crd "$crd" -o 'jsonpath={.metadata.uid}')
 cr_uid=$(kubectl get mcpupstream everything -n team-a -o 'jsonpath={.metadata.uid}')
-# Chart v2: a copy whose CRD has spec.newField. A test fixture made here; the real CRD is only
-# ever generated from the Rust types.
+# Chart v2: a copy whose CRD has spec.newField with a default (as if a new default transport
+# arrived). A test fixture made here; the real CRD is only ever generated from the Rust types.
 cp -R "$chart" "$work/chart-v2"
 v2_crd=$work/chart-v2/files/crds/berth.dev_mcpupstreams.yaml
 awk '
@@ -262,6 +262,7 @@ awk '
   /^          spec:$/ { in_spec = 1 }
   in_spec && /^            properties:$/ && !done {
     print "              newField:"
+    print "                default: v2-default"
     print "                description: Added by chart v2 (test fixture)."
     print "                type: string"
     done = 1
@@ -282,7 +283,13 @@ new_field() {
     [[ $(kubectl get mcpupstream everything -n team-a -o 'jsonpath={.spec.newField}') == v2 ]]
 }
 until_ok 30 "spec.newField kept on an McpUpstream after the upgrade" new_field
-pass "helm upgrade updated the CRD in place; spec.newField is served (BR-31)"
+# A new McpUpstream gets the new default.
+sed 's/^  name: everything$/  name: after-upgrade/' "$root/examples/everything.yaml" > "$work/after-upgrade.yaml"
+grep -q '^  name: after-upgrade$' "$work/after-upgrade.yaml" || fail "cannot rename the example"
+kubectl apply --server-side -n team-a -f "$work/after-upgrade.yaml" >&2
+got=$(kubectl get mcpupstream after-upgrade -n team-a -o 'jsonpath={.spec.newField}')
+[[ $got == v2-default ]] || fail "a new McpUpstream did not get the v2 default (got '$got') (BR-31)"
+pass "br_31_helm_upgrade_updates_the_crd_in_place: spec.newField is served and defaulted, the CRD and McpUpstreams kept their uids"
 
 # The namespace variant: the same release name in another namespace fails before changing
 # anything, naming the ownership conflict.
@@ -295,7 +302,7 @@ grep -q 'meta.helm.sh/release-namespace' <<< "$out" || fail "unexpected error fo
   fail "the failed install left objects in mcp-system"
 [[ $(kubectl get crd "$crd" -o 'jsonpath={.metadata.annotations.meta\.helm\.sh/release-namespace}') == "$ns" ]] ||
   fail "the failed install changed the CRD's owner"
-pass "an install into another namespace fails before changing anything"
+pass "br_31_install_into_another_namespace_fails_before_changing_anything"
 
 # Uninstall keeps the CRD and every McpUpstream.
 helm uninstall "$release" -n "$ns" --timeout 60s >&2
@@ -304,5 +311,5 @@ helm uninstall "$release" -n "$ns" --timeout 60s >&2
   fail "helm uninstall deleted an McpUpstream"
 no_operator() { [[ -z $(kubectl get deployment -n "$ns" -l "app.kubernetes.io/instance=$release" -o name) ]]; }
 until_ok 30 "the operator Deployment gone after helm uninstall" no_operator
-pass "helm uninstall keeps the CRD and McpUpstreams"
+pass "br_31_helm_uninstall_keeps_the_crd_and_mcp_upstreams"
 log "all chart tests passed"

@@ -40,6 +40,15 @@ impl Nginx {
     /// # Panics
     /// When nginx is missing or does not start within 10 s.
     pub async fn start(backends: &[String], extra: &str) -> Self {
+        Self::start_with(backends, "", extra).await
+    }
+
+    /// As [`Self::start`], plus `upstream_extra` directives inside the `upstream` block (for
+    /// example `keepalive 64;`).
+    ///
+    /// # Panics
+    /// When nginx is missing or does not start within 10 s.
+    pub async fn start_with(backends: &[String], upstream_extra: &str, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let port = free_port();
         let servers: String = backends
@@ -53,7 +62,7 @@ impl Nginx {
              http {{\n    access_log off;\n    client_body_temp_path {prefix}/body;\n\
              proxy_temp_path {prefix}/proxy;\n    fastcgi_temp_path {prefix}/fastcgi;\n\
              uwsgi_temp_path {prefix}/uwsgi;\n    scgi_temp_path {prefix}/scgi;\n\
-             upstream berth {{\n{servers}    }}\n    server {{\n        listen 127.0.0.1:{port};\n\
+             upstream berth {{\n{servers}        {upstream_extra}\n    }}\n    server {{\n        listen 127.0.0.1:{port};\n\
              location / {{\n            proxy_pass http://berth;\n            {extra}\n        }}\n    }}\n}}\n"
         );
         let path = dir.path().join("nginx.conf");
@@ -79,6 +88,11 @@ impl Nginx {
             child,
             _dir: dir,
         }
+    }
+
+    /// The process id of nginx (one process: `master_process off`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The MCP endpoint through nginx.

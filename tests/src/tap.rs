@@ -50,6 +50,7 @@ pub struct Running {
 /// # Panics
 /// When it cannot bind.
 pub async fn start(target: &str) -> Running {
+    berth_proxy::install_crypto_provider();
     let record = Record::default();
     let tap = Tap {
         target: target.to_owned(),

@@ -244,3 +244,52 @@ async fn design_5_dead_upstream_takes_the_proxy_out_of_readiness() {
     );
     proxy.shutdown().await;
 }
+
+/// BR-22: a client on the session-less revision (`MCP-Protocol-Version: 2026-07-28`, the version
+/// in `params._meta`, no `initialize`) is answered 400 with -32022 naming the revisions the
+/// proxy serves, under its request id, and its request never reaches the stateful upstream,
+/// whether it carries the header, the `_meta` version, or both.
+#[tokio::test]
+async fn br_22_session_less_newer_client_gets_400_with_supported_versions_and_never_reaches_the_upstream()
+ {
+    let server = peers::everything().await;
+    let tap = tap::start(&server.url).await;
+    let proxy = start_ready(&config(&tap.url, "60s")).await;
+    let before = tap.record.entries().len();
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"});
+    let forms = [
+        (Some("2026-07-28"), json!({"_meta": meta})),
+        (Some("2026-07-28"), json!({})),
+        (None, json!({"_meta": meta})),
+    ];
+    for (n, (header, params)) in forms.into_iter().enumerate() {
+        let id = 100 + n;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+        let mut request = reqwest::Client::new()
+            .post(mcp_url(&proxy))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(version) = header {
+            request = request.header("mcp-protocol-version", version);
+        }
+        let response = request.send().await.expect("post");
+        assert_eq!(response.status(), 400, "form {n}");
+        let reply: Value = response.json().await.expect("json error body");
+        assert_eq!(reply["id"], json!(id), "form {n}: {reply}");
+        assert_eq!(reply["error"]["code"], json!(-32022), "form {n}: {reply}");
+        let supported = reply["error"]["data"]["supported"]
+            .as_array()
+            .expect("supported versions listed");
+        assert!(
+            supported.contains(&json!("2025-06-18")),
+            "form {n}: {reply}"
+        );
+    }
+    assert_eq!(
+        tap.record.entries()[before..],
+        [],
+        "no session-less request reached the upstream"
+    );
+    proxy.shutdown().await;
+}

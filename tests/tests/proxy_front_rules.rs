@@ -258,3 +258,68 @@ async fn front_request_method_without_id_is_refused_and_never_reaches_upstream()
     );
     proxy.shutdown().await;
 }
+
+/// MCP 2025-06-18, "Protocol Version Header": a request on a live session whose
+/// `MCP-Protocol-Version` names a revision the proxy does not serve is answered 400 (-32022,
+/// the request id, the supported revisions) and never forwarded; a supported revision and an
+/// absent header still work.
+#[tokio::test]
+async fn front_unsupported_protocol_version_header_on_a_live_session_is_400_and_never_forwarded() {
+    use berth_tests::fault::FaultUpstream;
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    let proxy = start_ready(&config(&upstream.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let before = upstream.received().len();
+    let send = |version: Option<&'static str>, id: u64| {
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
+                "params":{"name":"echo","arguments":{"message":"v"}}});
+            let mut request = reqwest::Client::new()
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .body(body.to_string());
+            if let Some(version) = version {
+                request = request.header("mcp-protocol-version", version);
+            }
+            let response = request.send().await.expect("post");
+            let status = response.status().as_u16();
+            let text = response.text().await.expect("body");
+            (status, text)
+        }
+    };
+    let (status, text) = send(Some("1999-01-01"), 41).await;
+    assert_eq!(status, 400, "{text}");
+    let reply: serde_json::Value = serde_json::from_str(&text).expect("json error");
+    assert_eq!(reply["id"], json!(41));
+    assert_eq!(reply["error"]["code"], json!(-32022));
+    assert_eq!(reply["error"]["data"]["requested"], json!("1999-01-01"));
+    assert!(
+        reply["error"]["data"]["supported"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("2025-06-18")))
+    );
+    assert!(
+        upstream.received()[before..]
+            .iter()
+            .all(|r| r.method.as_deref() != Some("tools/call")),
+        "the refused call never reached the upstream"
+    );
+    for (version, id) in [(Some("2025-06-18"), 42), (None, 43)] {
+        let (status, text) = send(version, id).await;
+        assert_eq!(status, 200, "{version:?}: {text}");
+        assert!(text.contains("\"result\""), "{version:?}: {text}");
+    }
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert_eq!(
+        berth_tests::proxy::sample(
+            &metrics,
+            r#"berth_proxy_invalid_messages_total{reason="protocol_version"}"#
+        ),
+        1.0
+    );
+    proxy.shutdown().await;
+}

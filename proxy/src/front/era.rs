@@ -45,6 +45,31 @@ pub fn unsupported(id: &Value) -> Answer {
     )
 }
 
+/// The `MCP-Protocol-Version` header of a request on a live session when it names a revision
+/// the proxy does not serve; `None` when absent (MCP 2025-06-18 lets the server assume
+/// 2025-03-26) or supported.
+pub fn unsupported_header(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get("mcp-protocol-version")?;
+    match value.to_str() {
+        Ok(version) if HANDSHAKE_VERSIONS.contains(&version) => None,
+        Ok(version) => Some(version.to_owned()),
+        Err(_) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+    }
+}
+
+/// 400 with -32022 for a live session's request whose `MCP-Protocol-Version` header names
+/// `version`, which the proxy does not serve (MCP 2025-06-18, "Protocol Version Header": the
+/// server MUST answer 400); `error.data.supported` lists the revisions it does serve.
+pub fn unsupported_header_answer(id: &Value, version: &str) -> Answer {
+    Answer::error_with_data(
+        StatusCode::BAD_REQUEST,
+        id,
+        jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+        &format!("unsupported MCP-Protocol-Version header {version:?}"),
+        json!({ "supported": HANDSHAKE_VERSIONS, "requested": version }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +90,21 @@ mod tests {
         );
         let plain = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
         assert!(is_stateless(&headers, &plain));
+    }
+
+    #[test]
+    fn unsupported_header_names_only_versions_the_proxy_does_not_serve() {
+        let with = |v: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert("mcp-protocol-version", v.parse().expect("header"));
+            headers
+        };
+        assert_eq!(unsupported_header(&HeaderMap::new()), None);
+        assert_eq!(unsupported_header(&with("2025-06-18")), None);
+        assert_eq!(
+            unsupported_header(&with("1999-01-01")).as_deref(),
+            Some("1999-01-01")
+        );
     }
 
     #[test]

@@ -106,6 +106,7 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let proxy = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
+    let nginx = start_nginx(&upstream.url).await?;
     println!();
     println!(
         "{:>11} | {:>10} {:>10} {:>8} | {:>10} {:>10} {:>8} | {:>10} {:>10} | {:>14}",
@@ -120,35 +121,33 @@ async fn main() -> anyhow::Result<()> {
         "p99",
         "proxy CPU/call"
     );
+    let mut peer_rows = Vec::new();
     for (concurrency, rate) in [(1, None), (64, None), (64, Some(args.rate))] {
         let load = Load {
             concurrency,
             requests: args.requests,
             rate,
         };
-        let direct = run(&client, &upstream.url, &load).await?;
-        let cpu_before = proxy.cpu_seconds()?;
-        let proxied = run(&client, &proxy.mcp_url, &load).await?;
-        let cpu = proxy.cpu_seconds()? - cpu_before;
-        let cpu_per_call = Duration::from_secs_f64(cpu / proxied.calls as f64);
         let label = match rate {
             None => concurrency.to_string(),
             Some(rate) => format!("{concurrency}@{rate}/s"),
         };
-        println!(
-            "{label:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
-            ms(direct.p50),
-            ms(direct.p99),
-            direct.per_second,
-            ms(proxied.p50),
-            ms(proxied.p99),
-            proxied.per_second,
-            ms_signed(proxied.p50, direct.p50),
-            ms_signed(proxied.p99, direct.p99),
-            ms(cpu_per_call),
-        );
+        let direct = run(&client, &upstream.url, &load).await?;
+        let proxied = run_through(&client, &proxy.mcp_url, proxy.pid()?, &load).await?;
+        println!("{}", row(&label, &direct, &proxied));
+        // The same load through nginx, right after, against the same direct figures.
+        let via_nginx = run_through(&client, &nginx.mcp_url(), nginx.pid(), &load).await?;
+        peer_rows.push(row(&label, &direct, &via_nginx));
     }
-    drop(proxy);
+    println!();
+    println!(
+        "peer: nginx {} (one worker, HTTP/1.1 keep-alive to the upstream), the same loads:",
+        nginx_version()
+    );
+    for line in peer_rows {
+        println!("{line}");
+    }
+    drop((proxy, nginx));
 
     let fresh = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
     let warm = open_sessions(&client, &fresh.mcp_url, 10).await?;
@@ -168,6 +167,65 @@ async fn main() -> anyhow::Result<()> {
     println!("targets: added p50 <= 0.3 ms, added p99 <= 2 ms, <= 8 KiB per idle session");
     drop((warm, idle));
     Ok(())
+}
+
+/// One table row: `direct` against `through` (a proxy's figures and its CPU per call).
+fn row(label: &str, direct: &Figures, (through, cpu_per_call): &(Figures, Duration)) -> String {
+    format!(
+        "{label:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
+        ms(direct.p50),
+        ms(direct.p99),
+        direct.per_second,
+        ms(through.p50),
+        ms(through.p99),
+        through.per_second,
+        ms_signed(through.p50, direct.p50),
+        ms_signed(through.p99, direct.p99),
+        ms(*cpu_per_call),
+    )
+}
+
+/// Runs `load` against `url`, served by the process `pid`, and returns the figures and that
+/// process's CPU time per call.
+async fn run_through(
+    client: &reqwest::Client,
+    url: &str,
+    pid: u32,
+    load: &Load,
+) -> anyhow::Result<(Figures, Duration)> {
+    let before = cpu_seconds(pid)?;
+    let figures = run(client, url, load).await?;
+    let cpu = cpu_seconds(pid)? - before;
+    let per_call = Duration::from_secs_f64(cpu / figures.calls as f64);
+    Ok((figures, per_call))
+}
+
+/// nginx as a plain HTTP reverse proxy in front of `upstream_url` (no MCP awareness): the floor
+/// any HTTP hop on this machine costs.
+async fn start_nginx(upstream_url: &str) -> anyhow::Result<berth_tests::nginx::Nginx> {
+    let url = reqwest::Url::parse(upstream_url)?;
+    let backend = format!(
+        "{}:{}",
+        url.host_str().context("upstream host")?,
+        url.port_or_known_default().context("upstream port")?
+    );
+    Ok(berth_tests::nginx::Nginx::start_with(
+        &[backend],
+        "keepalive 128;",
+        "proxy_http_version 1.1; proxy_set_header Connection \"\";",
+    )
+    .await)
+}
+
+/// `nginx -v` output, or `(version unknown)`.
+fn nginx_version() -> String {
+    std::process::Command::new("/usr/sbin/nginx")
+        .arg("-v")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stderr).ok())
+        .and_then(|text| Some(text.trim().rsplit_once(": ")?.1.to_owned()))
+        .unwrap_or_else(|| "(version unknown)".to_owned())
 }
 
 /// The `berth-proxy` binary beside this program, built in the same profile when missing.
@@ -237,25 +295,13 @@ impl ProxyProcess {
         })
     }
 
-    /// User plus system CPU time the process used so far, in seconds (`/proc/<pid>/stat`,
-    /// fields 14 and 15, in clock ticks of 1/100 s, the `USER_HZ` of Linux on every common
-    /// architecture).
-    fn cpu_seconds(&self) -> anyhow::Result<f64> {
-        let pid = self.child.id().context("proxy exited")?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-        // The command name may hold spaces; fields after it are separated by single spaces.
-        let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        let ticks = |i: usize| -> anyhow::Result<f64> {
-            Ok(fields.get(i).context("short stat")?.parse::<f64>()?)
-        };
-        // After the name, state is field 3, so utime (14) and stime (15) are at 11 and 12.
-        Ok((ticks(11)? + ticks(12)?) / 100.0)
+    fn pid(&self) -> anyhow::Result<u32> {
+        self.child.id().context("proxy exited")
     }
 
     /// `VmRSS` of the process, in KiB.
     fn rss_kib(&self) -> anyhow::Result<u64> {
-        let pid = self.child.id().context("proxy exited")?;
+        let pid = self.pid()?;
         let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
         let line = status
             .lines()
@@ -264,6 +310,20 @@ impl ProxyProcess {
         let kib = line.trim().trim_end_matches("kB").trim();
         Ok(kib.parse()?)
     }
+}
+
+/// User plus system CPU time process `pid` used so far, in seconds (`/proc/<pid>/stat`, fields
+/// 14 and 15, in clock ticks of 1/100 s, the `USER_HZ` of Linux on every common architecture).
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The command name may hold spaces; fields after it are separated by single spaces.
+    let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<f64> {
+        Ok(fields.get(i).context("short stat")?.parse::<f64>()?)
+    };
+    // After the name, state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    Ok((ticks(11)? + ticks(12)?) / 100.0)
 }
 
 /// Latency quantiles and rate of one run.

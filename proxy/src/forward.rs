@@ -40,6 +40,9 @@ struct Call {
     method: String,
     tool: Option<String>,
     progress_token: Option<Value>,
+    /// The client's `Accept` excludes `text/event-stream`: a streamed upstream reply is
+    /// collected and answered as one JSON response.
+    json_only: bool,
     started: Instant,
     finished: bool,
 }
@@ -157,13 +160,19 @@ pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: Value)
     });
 }
 
-/// Forwards a downstream request and produces the client's answer.
+/// Forwards a downstream request and produces the client's answer: JSON, or an SSE stream when
+/// the upstream streams its reply and the client accepts `text/event-stream`. For a client
+/// whose `Accept` names only JSON (`json_only`), a streamed reply is collected into its final
+/// response; the call's notifications are counted in `berth_proxy_server_messages_dropped_total`
+/// and its server-to-client requests refused upstream at once (the client has no stream to
+/// receive them on).
 pub async fn request(
     proxy: Arc<Proxy>,
     session: Arc<DownstreamSession>,
     id: Value,
     method: String,
     mut body: Map<String, Value>,
+    json_only: bool,
 ) -> Answer {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
@@ -269,6 +278,7 @@ pub async fn request(
         method,
         tool,
         progress_token,
+        json_only,
         started,
         finished: false,
     };
@@ -322,6 +332,24 @@ pub async fn request(
             Reply::Accepted => {
                 let error = UpstreamError::Malformed("request answered with 202".into());
                 upstream_failure(call, &error)
+            }
+            Reply::Stream(stream) if call.json_only => {
+                // Only the final response (or the error that ends the call) is sent on `tx`;
+                // nothing is sent when the client cancelled the call.
+                let id = call.downstream_id.clone();
+                let (tx, mut rx) = mpsc::channel(1);
+                let relay = relay::run(call, stream, tx, deadline, in_flight.cancelled);
+                let (_, last) = tokio::join!(relay, rx.recv());
+                match last {
+                    Some(message) => Answer::ok(message),
+                    None => Answer::error_with_data(
+                        StatusCode::OK,
+                        &id,
+                        jsonrpc::REQUEST_CANCELLED,
+                        "request cancelled by the client",
+                        json!({ "outcome": Outcome::Cancelled.as_label(), "retryable": true }),
+                    ),
+                }
             }
             Reply::Stream(stream) => {
                 let (tx, rx) = mpsc::channel(STREAM_BUFFER);

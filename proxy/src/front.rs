@@ -159,7 +159,8 @@ async fn handle_post(
     };
     match message {
         Message::Request { id, method, body } => {
-            forward::request(Arc::clone(&proxy), session, id, method, body).await
+            let json_only = !accepts_sse(&headers);
+            forward::request(Arc::clone(&proxy), session, id, method, body, json_only).await
         }
         Message::Notification { method, body } => {
             notification(&proxy, &session, &method, body).await
@@ -242,6 +243,17 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         jsonrpc::INVALID_REQUEST,
         message,
     ))
+}
+
+/// Whether the client takes an SSE reply: no `Accept` header (tolerated as accepting both), or
+/// one naming `text/event-stream`, `text/*` or `*/*`.
+fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers.get("accept").is_none_or(|accept| {
+        let accept = String::from_utf8_lossy(accept.as_bytes()).to_ascii_lowercase();
+        ["text/event-stream", "text/*", "*/*"]
+            .iter()
+            .any(|kind| accept.contains(kind))
+    })
 }
 
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string

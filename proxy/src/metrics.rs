@@ -69,8 +69,9 @@ pub struct Metrics {
     /// `berth_proxy_server_requests_total{result}`: server-to-client requests `relayed` to a
     /// client or `refused` (no client with the capability, or no single owner).
     pub server_requests: IntCounterVec,
-    /// `berth_proxy_server_messages_dropped_total`: server notifications for a client whose
-    /// standalone stream was closed or full.
+    /// `berth_proxy_server_messages_dropped_total`: server notifications a client could not
+    /// receive: its standalone stream was closed or full, or (on a call's stream) the client's
+    /// `Accept` names only JSON.
     pub server_messages_dropped: IntCounter,
     /// `berth_proxy_tools_discovered`: tools in the last upstream tool list.
     pub tools_discovered: IntGauge,
@@ -177,7 +178,7 @@ impl Metrics {
         .expect("valid metric");
         let server_messages_dropped = IntCounter::new(
             "berth_proxy_server_messages_dropped_total",
-            "server notifications for a client whose standalone stream was closed or full",
+            "server notifications a client could not receive: its standalone stream was closed or full, or the call's client accepts only JSON",
         )
         .expect("valid metric");
         let tools_discovered = IntGauge::new(

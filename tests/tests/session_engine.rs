@@ -942,3 +942,91 @@ fn max_call_below_call_is_a_config_error_naming_the_field() {
         "{error:?}"
     );
 }
+
+/// POSTs `body` on `session` with `Accept: application/json` only; returns the status, the
+/// content type and the body.
+async fn post_json_only(url: &str, session: &str, body: &str) -> (u16, String, String) {
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("mcp-session-id", session)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("post");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (status, content_type, response.text().await.expect("body"))
+}
+
+/// A client whose `Accept` names only JSON gets one JSON response even when the upstream
+/// streams its reply: progress notifications are counted as undeliverable, and server-to-client
+/// requests are refused upstream at once (-32601) instead of waiting for a client that has no
+/// stream to receive them on.
+#[tokio::test]
+async fn front_json_only_client_gets_the_final_response_as_json_when_the_upstream_streams() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let (session, _) = open_session_with(
+        &url,
+        "2025-06-18",
+        json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+    )
+    .await;
+
+    let slow = json!({"jsonrpc":"2.0","id":"p-1","method":"tools/call","params":{
+        "name":"slow","arguments":{"ms":300},"_meta":{"progressToken":"tok"}}});
+    let (status, content_type, text) = post_json_only(&url, &session, &slow.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        content_type.starts_with("application/json"),
+        "{content_type}: {text}"
+    );
+    let reply: Value = serde_json::from_str(&text).expect("one JSON response");
+    assert_eq!(reply["id"], json!("p-1"));
+    assert_eq!(reply["result"]["content"][0]["text"], json!("slept 300 ms"));
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_server_messages_dropped_total"),
+        3.0,
+        "the three progress notifications were counted: {metrics}"
+    );
+
+    let started = Instant::now();
+    let (status, content_type, text) =
+        post_json_only(&url, &session, &call(json!(9), "ask", json!({}))).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        content_type.starts_with("application/json"),
+        "{content_type}"
+    );
+    let reply: Value = serde_json::from_str(&text).expect("one JSON response");
+    let answers = &reply["result"]["structuredContent"];
+    for key in ["sampling", "elicitation", "roots"] {
+        assert_eq!(
+            answers[key]["error"]["code"],
+            json!(-32601),
+            "{key}: {reply}"
+        );
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at once, not left to the upstream's answer deadline"
+    );
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_server_requests_total{result="refused"}"#
+        ),
+        3.0
+    );
+    proxy.shutdown().await;
+}

@@ -61,7 +61,21 @@ pub(super) async fn run(
                 {
                     deadline = (tokio::time::Instant::now() + budget).min(cap);
                 }
-                Some(call.restore(message))
+                if call.json_only {
+                    call.proxy.metrics.server_messages_dropped.inc();
+                    None
+                } else {
+                    Some(call.restore(message))
+                }
+            }
+            Ok(Message::Request { id, .. }) if call.json_only => {
+                server_request::refuse(
+                    &call.upstream,
+                    id,
+                    &call.proxy.metrics,
+                    "the client accepts only JSON responses, so it cannot receive requests",
+                );
+                None
             }
             Ok(Message::Request { id, method, .. }) => server_request(&call, message, id, &method),
             _ => {

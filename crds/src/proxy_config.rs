@@ -70,6 +70,11 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
 
+/// Smallest `session.maxSessions`.
+pub const MAX_SESSIONS_MIN: u64 = 1;
+/// Largest `session.maxSessions`.
+pub const MAX_SESSIONS_MAX: u64 = 1024;
+
 /// A [`ProxyConfig`] that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyConfigError {
@@ -103,6 +108,18 @@ pub enum ProxyConfigError {
         "upstream header {0:?} needs exactly one of value or valueEnv, and valueEnv must be set"
     )]
     Header(String),
+    /// A number outside its range.
+    #[error("{field} must be {min}-{max}, got {value}")]
+    OutOfRange {
+        /// Dotted path of the field, e.g. `session.maxSessions`.
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest allowed value.
+        min: u64,
+        /// Largest allowed value.
+        max: u64,
+    },
     /// The tool policy is malformed.
     #[error("invalid tools policy: {0}")]
     Tools(crate::tool_policy::PolicyFinding),
@@ -148,6 +165,15 @@ impl ProxyConfig {
         self.timeouts.call()?;
         self.timeouts.max_call()?;
         self.tools_probe.interval()?;
+        let max_sessions = u64::from(self.session.max_sessions);
+        if !(MAX_SESSIONS_MIN..=MAX_SESSIONS_MAX).contains(&max_sessions) {
+            return Err(ProxyConfigError::OutOfRange {
+                field: "session.maxSessions",
+                value: max_sessions,
+                min: MAX_SESSIONS_MIN,
+                max: MAX_SESSIONS_MAX,
+            });
+        }
         if let Some(finding) = self.tools.check().into_iter().next() {
             return Err(ProxyConfigError::Tools(finding));
         }
@@ -286,7 +312,7 @@ pub struct SessionSpec {
     /// session of its own); past it, a new `initialize` gets a clear JSON-RPC error. Range
     /// 1-1024. Default `16`.
     #[serde(default = "default_max_sessions")]
-    #[schemars(with = "i32", range(min = 1, max = 1024))]
+    #[schemars(with = "i32", range(min = MAX_SESSIONS_MIN, max = MAX_SESSIONS_MAX))]
     pub max_sessions: u32,
 }
 
@@ -538,6 +564,23 @@ mod tests {
         let text = format!("{MINIMAL}timeouts: {{call: 5 seconds}}\n");
         let err = ProxyConfig::from_yaml(&text).expect_err("bad duration rejected");
         assert!(err.to_string().contains("timeouts.call"), "{err}");
+    }
+
+    #[test]
+    fn proxy_config_max_sessions_outside_1_to_1024_names_the_field() {
+        for value in [0, 1025] {
+            let text = format!("{MINIMAL}session: {{maxSessions: {value}}}\n");
+            let err = ProxyConfig::from_yaml(&text).expect_err("out of range rejected");
+            assert!(
+                err.to_string()
+                    .contains("session.maxSessions must be 1-1024"),
+                "{err}"
+            );
+        }
+        for value in [1, 1024] {
+            let text = format!("{MINIMAL}session: {{maxSessions: {value}}}\n");
+            ProxyConfig::from_yaml(&text).expect("in range accepted");
+        }
     }
 
     #[test]

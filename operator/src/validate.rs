@@ -84,6 +84,9 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         ProxyConfigError::Parse(_) | ProxyConfigError::UnknownField(_) => {
             InvalidSpec::new("spec", err)
         }
+        ProxyConfigError::OutOfRange { field, .. } => {
+            InvalidSpec::new(&format!("spec.{field}"), err)
+        }
         ProxyConfigError::Header(_) => InvalidSpec::new("spec.upstream.headers", err),
         ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
     }

@@ -210,7 +210,8 @@ pub struct UpstreamSpec {
     /// (`valueFrom.secretKeyRef`, recommended) or a literal `value`. The proxy reads Secret values
     /// from its environment; they never appear on a command line, in logs, status, Events or
     /// metrics. The upstream credential is the proxy's own: clients' headers are never forwarded.
-    /// Default: none.
+    /// The proxy follows no HTTP redirect, so the headers only ever reach the configured upstream
+    /// (a 3xx answer is an upstream error). Default: none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]

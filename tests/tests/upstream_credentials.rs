@@ -100,3 +100,64 @@ async fn upstream_header_from_env_reaches_upstream_and_no_log_line() {
         "the credential leaked into a log line"
     );
 }
+
+/// An upstream that answers with a redirect to another origin never gets the proxy to carry its
+/// credential headers there: the proxy follows no redirect (reqwest would drop `Authorization`
+/// on a cross-origin hop but keep a custom header such as `X-Api-Key`), reports the status as
+/// its last upstream error and stays not ready.
+#[tokio::test]
+async fn upstream_redirect_is_not_followed_so_credentials_stay_with_the_configured_upstream() {
+    use axum::http::{StatusCode, header};
+    let target = FaultUpstream::start().await;
+    let location = target.url.clone();
+    let redirector = axum::Router::new().fallback(move || {
+        let location = location.clone();
+        async move {
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(header::LOCATION, location)],
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let redirector_url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let server = tokio::spawn(async move { axum::serve(listener, redirector).await });
+
+    let mut cfg = config(&redirector_url, "10s");
+    cfg.upstream.headers = vec![HeaderSource {
+        name: "X-Api-Key".into(),
+        value: Some(SECRET.into()),
+        value_env: None,
+    }];
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start_with_env(&cfg, &|_: &str| None)
+        .await
+        .expect("proxy starts");
+    let state_url = format!("http://{}/upstream", proxy.admin_addr);
+    let state: serde_json::Value = berth_tests::wait_for(
+        "the redirect reported as the last upstream error",
+        std::time::Duration::from_secs(15),
+        || {
+            let state_url = state_url.clone();
+            async move {
+                let state: serde_json::Value =
+                    reqwest::get(&state_url).await.ok()?.json().await.ok()?;
+                state["lastError"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("307"))
+                    .then_some(state)
+            }
+        },
+    )
+    .await;
+    assert_eq!(state["ready"], json!(false), "{state}");
+    assert!(
+        target.received().is_empty(),
+        "the redirect target received {:?}",
+        target.received()
+    );
+    proxy.shutdown().await;
+    server.abort();
+}

@@ -70,9 +70,14 @@ impl HttpUpstream {
             header_value.set_sensitive(true);
             defaults.insert(header_name, header_value);
         }
+        // No redirect is followed: the credential headers above belong to the configured
+        // upstream only (reqwest drops `Authorization` on a cross-origin redirect but would keep a
+        // custom header such as `X-Api-Key`), and a POST of a JSON-RPC message has no business
+        // moving. A 3xx is an upstream error with its status.
         let client = reqwest::Client::builder()
             .default_headers(defaults)
             .connect_timeout(connect)
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
         Ok(Self { client, url })

@@ -18,7 +18,8 @@
 //!
 //! Run for meaningful figures: `cargo run --release -p berth-tests --bin bench_proxy`.
 //! Flags: `--requests N` (per run, default 10000), `--sessions N` (default 1000), `--rate N`
-//! (open-loop calls per second, default 2000).
+//! (open-loop calls per second, default 2000), `--only-concurrency N` (only the closed loop at
+//! N, to profile one load).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -45,6 +46,8 @@ struct Args {
     requests: usize,
     sessions: usize,
     rate: u32,
+    /// Only the closed loop at this concurrency (for profiling one load).
+    only: Option<usize>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -53,6 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
         requests: 10_000,
         sessions: 1000,
         rate: 2000,
+        only: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -64,7 +68,13 @@ fn parse_args() -> anyhow::Result<Args> {
             "--requests" => args.requests = value.parse().context("--requests")?,
             "--sessions" => args.sessions = value.parse().context("--sessions")?,
             "--rate" => args.rate = value.parse().context("--rate")?,
-            _ => bail!("unknown flag {flag} (known: --proxy-bin, --requests, --sessions, --rate)"),
+            "--only-concurrency" => {
+                args.only = Some(value.parse().context("--only-concurrency")?);
+            }
+            _ => bail!(
+                "unknown flag {flag} (known: --proxy-bin, --requests, --sessions, --rate, \
+                 --only-concurrency)"
+            ),
         }
     }
     ensure!(args.requests >= 64, "--requests must be at least 64");
@@ -122,7 +132,11 @@ async fn main() -> anyhow::Result<()> {
         "proxy CPU/call"
     );
     let mut peer_rows = Vec::new();
-    for (concurrency, rate) in [(1, None), (64, None), (64, Some(args.rate))] {
+    let loads = match args.only {
+        Some(concurrency) => vec![(concurrency, None)],
+        None => vec![(1, None), (64, None), (64, Some(args.rate))],
+    };
+    for (concurrency, rate) in loads {
         let load = Load {
             concurrency,
             requests: args.requests,

@@ -146,13 +146,8 @@ async fn handle_post(
             "missing Mcp-Session-Id header: send initialize first",
         );
     };
-    if let Some(version) = era::unsupported_header(&headers) {
-        proxy
-            .metrics
-            .invalid_messages
-            .with_label_values(&["protocol_version"])
-            .inc();
-        return era::unsupported_header_answer(&request_id, &version);
+    if let Some(answer) = unsupported_version(&proxy, &headers, &request_id) {
+        return answer;
     }
     let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &request_id);
@@ -243,6 +238,18 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         jsonrpc::INVALID_REQUEST,
         message,
     ))
+}
+
+/// 400 (-32022, counted as `protocol_version`) when the request's `MCP-Protocol-Version` names
+/// a revision the proxy does not serve ([`era::unsupported_header`]).
+fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option<Answer> {
+    let version = era::unsupported_header(headers)?;
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&["protocol_version"])
+        .inc();
+    Some(era::unsupported_header_answer(id, &version))
 }
 
 /// Whether the client takes an SSE reply: no `Accept` header (tolerated as accepting both), or
@@ -389,13 +396,8 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
         )
         .into_response();
     };
-    if let Some(version) = era::unsupported_header(&headers) {
-        proxy
-            .metrics
-            .invalid_messages
-            .with_label_values(&["protocol_version"])
-            .inc();
-        return era::unsupported_header_answer(&Value::Null, &version).into_response();
+    if let Some(answer) = unsupported_version(&proxy, &headers, &Value::Null) {
+        return answer.into_response();
     }
     let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &Value::Null).into_response();

@@ -94,6 +94,8 @@ pub struct RawReply {
     pub status: u16,
     /// `Mcp-Session-Id` response header.
     pub session: Option<String>,
+    /// `Content-Type` response header.
+    pub content_type: Option<String>,
     /// The messages in the body.
     pub messages: Vec<Value>,
 }
@@ -113,6 +115,20 @@ impl RawReply {
 /// # Panics
 /// When the request cannot be sent.
 pub async fn post_raw(url: &str, session: Option<&str>, body: &str) -> RawReply {
+    post_with(url, session, &[], body).await
+}
+
+/// As [`post_raw`], with `headers` set on the request after the defaults (so
+/// `("accept", "application/json")` replaces the default `Accept`).
+///
+/// # Panics
+/// When the request cannot be sent.
+pub async fn post_with(
+    url: &str,
+    session: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> RawReply {
     let client = reqwest::Client::new();
     let mut request = client
         .post(url)
@@ -122,13 +138,23 @@ pub async fn post_raw(url: &str, session: Option<&str>, body: &str) -> RawReply 
     if let Some(session) = session {
         request = request.header("mcp-session-id", session);
     }
-    let response = request.send().await.expect("post");
+    let mut request = request.build().expect("request builds");
+    for (name, value) in headers {
+        let name = reqwest::header::HeaderName::from_bytes(name.as_bytes()).expect("header name");
+        let value = reqwest::header::HeaderValue::from_str(value).expect("header value");
+        request.headers_mut().insert(name, value);
+    }
+    let response = client.execute(request).await.expect("post");
     let status = response.status().as_u16();
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let session = header("mcp-session-id");
+    let content_type = header("content-type");
     let text = response.text().await.expect("body");
     let messages = if text.trim_start().starts_with('{') {
         vec![serde_json::from_str(&text).expect("json body")]
@@ -141,6 +167,7 @@ pub async fn post_raw(url: &str, session: Option<&str>, body: &str) -> RawReply 
     RawReply {
         status,
         session,
+        content_type,
         messages,
     }
 }

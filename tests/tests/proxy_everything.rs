@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use berth_tests::proxy::{
-    call, config, mcp_url, open_session, post_raw, sample, scrape, start_ready,
+    call, config, mcp_url, open_session, post_raw, post_with, sample, scrape, start_ready,
 };
 use berth_tests::{peers, tap};
 use rmcp::ServiceExt;
@@ -265,17 +265,13 @@ async fn br_22_session_less_newer_client_gets_400_with_supported_versions_and_ne
     for (n, (header, params)) in forms.into_iter().enumerate() {
         let id = 100 + n;
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
-        let mut request = reqwest::Client::new()
-            .post(mcp_url(&proxy))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(body.to_string());
-        if let Some(version) = header {
-            request = request.header("mcp-protocol-version", version);
-        }
-        let response = request.send().await.expect("post");
-        assert_eq!(response.status(), 400, "form {n}");
-        let reply: Value = response.json().await.expect("json error body");
+        let headers: Vec<_> = header
+            .map(|version| ("mcp-protocol-version", version))
+            .into_iter()
+            .collect();
+        let reply = post_with(&mcp_url(&proxy), None, &headers, &body.to_string()).await;
+        assert_eq!(reply.status, 400, "form {n}: {reply:?}");
+        let reply = reply.last();
         assert_eq!(reply["id"], json!(id), "form {n}: {reply}");
         assert_eq!(reply["error"]["code"], json!(-32022), "form {n}: {reply}");
         let supported = reply["error"]["data"]["supported"]

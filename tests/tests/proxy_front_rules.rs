@@ -2,7 +2,7 @@
 //! and unknown sessions, re-initialization, malformed bodies and batches.
 
 use berth_tests::peers;
-use berth_tests::proxy::{call, config, mcp_url, open_session, post_raw, start_ready};
+use berth_tests::proxy::{call, config, mcp_url, open_session, post_raw, post_with, start_ready};
 use serde_json::json;
 
 #[tokio::test]
@@ -248,14 +248,7 @@ async fn front_request_method_without_id_is_refused_and_never_reaches_upstream()
         ["notifications/roots/list_changed"],
         "nothing else reached the upstream"
     );
-    let metrics = berth_tests::proxy::scrape(&proxy).await;
-    assert_eq!(
-        berth_tests::proxy::sample(
-            &metrics,
-            r#"berth_proxy_invalid_messages_total{reason="request_without_id"}"#
-        ),
-        3.0
-    );
+    assert_eq!(invalid_messages(&proxy, "request_without_id").await, 3.0);
     proxy.shutdown().await;
 }
 
@@ -271,29 +264,11 @@ async fn front_unsupported_protocol_version_header_on_a_live_session_is_400_and_
     let url = mcp_url(&proxy);
     let session = open_session(&url).await;
     let before = upstream.received().len();
-    let send = |version: Option<&'static str>, id: u64| {
-        let (url, session) = (url.clone(), session.clone());
-        async move {
-            let body = json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-                "params":{"name":"echo","arguments":{"message":"v"}}});
-            let mut request = reqwest::Client::new()
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", &session)
-                .body(body.to_string());
-            if let Some(version) = version {
-                request = request.header("mcp-protocol-version", version);
-            }
-            let response = request.send().await.expect("post");
-            let status = response.status().as_u16();
-            let text = response.text().await.expect("body");
-            (status, text)
-        }
-    };
-    let (status, text) = send(Some("1999-01-01"), 41).await;
-    assert_eq!(status, 400, "{text}");
-    let reply: serde_json::Value = serde_json::from_str(&text).expect("json error");
+    let echo = |id: u64| call(json!(id), "echo", json!({"message": "v"}));
+    let header = |version| [("mcp-protocol-version", version)];
+    let reply = post_with(&url, Some(&session), &header("1999-01-01"), &echo(41)).await;
+    assert_eq!(reply.status, 400, "{reply:?}");
+    let reply = reply.last();
     assert_eq!(reply["id"], json!(41));
     assert_eq!(reply["error"]["code"], json!(-32022));
     assert_eq!(reply["error"]["data"]["requested"], json!("1999-01-01"));
@@ -308,18 +283,19 @@ async fn front_unsupported_protocol_version_header_on_a_live_session_is_400_and_
             .all(|r| r.method.as_deref() != Some("tools/call")),
         "the refused call never reached the upstream"
     );
-    for (version, id) in [(Some("2025-06-18"), 42), (None, 43)] {
-        let (status, text) = send(version, id).await;
-        assert_eq!(status, 200, "{version:?}: {text}");
-        assert!(text.contains("\"result\""), "{version:?}: {text}");
+    let supported = post_with(&url, Some(&session), &header("2025-06-18"), &echo(42)).await;
+    let absent = post_raw(&url, Some(&session), &echo(43)).await;
+    for reply in [supported, absent] {
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert!(reply.last().get("result").is_some(), "{reply:?}");
     }
-    let metrics = berth_tests::proxy::scrape(&proxy).await;
-    assert_eq!(
-        berth_tests::proxy::sample(
-            &metrics,
-            r#"berth_proxy_invalid_messages_total{reason="protocol_version"}"#
-        ),
-        1.0
-    );
+    assert_eq!(invalid_messages(&proxy, "protocol_version").await, 1.0);
     proxy.shutdown().await;
+}
+
+/// `berth_proxy_invalid_messages_total{reason}` of `proxy`.
+async fn invalid_messages(proxy: &berth_proxy::RunningProxy, reason: &str) -> f64 {
+    let metrics = berth_tests::proxy::scrape(proxy).await;
+    let series = format!("berth_proxy_invalid_messages_total{{reason=\"{reason}\"}}");
+    berth_tests::proxy::sample(&metrics, &series)
 }

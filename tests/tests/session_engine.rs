@@ -8,7 +8,7 @@ use berth_crds::{DurationString, ToolsProbePolicy};
 use berth_tests::fault::{FaultUpstream, SecondSession};
 use berth_tests::proxy::{
     call, config, mcp_url, open_get_stream, open_session, open_session_with, post_raw, post_stream,
-    sample, scrape, start_ready,
+    post_with, sample, scrape, start_ready,
 };
 use serde_json::{Value, json};
 
@@ -943,26 +943,17 @@ fn max_call_below_call_is_a_config_error_naming_the_field() {
     );
 }
 
-/// POSTs `body` on `session` with `Accept: application/json` only; returns the status, the
-/// content type and the body.
-async fn post_json_only(url: &str, session: &str, body: &str) -> (u16, String, String) {
-    let response = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json")
-        .header("mcp-session-id", session)
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("post");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    (status, content_type, response.text().await.expect("body"))
+/// A 200 with one JSON body, not an SSE stream.
+fn assert_json_only(reply: &berth_tests::proxy::RawReply) {
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert!(
+        reply
+            .content_type
+            .as_deref()
+            .is_some_and(|t| t.starts_with("application/json")),
+        "{reply:?}"
+    );
+    assert_eq!(reply.messages.len(), 1, "one JSON response: {reply:?}");
 }
 
 /// A client whose `Accept` names only JSON gets one JSON response even when the upstream
@@ -983,13 +974,10 @@ async fn front_json_only_client_gets_the_final_response_as_json_when_the_upstrea
 
     let slow = json!({"jsonrpc":"2.0","id":"p-1","method":"tools/call","params":{
         "name":"slow","arguments":{"ms":300},"_meta":{"progressToken":"tok"}}});
-    let (status, content_type, text) = post_json_only(&url, &session, &slow.to_string()).await;
-    assert_eq!(status, 200, "{text}");
-    assert!(
-        content_type.starts_with("application/json"),
-        "{content_type}: {text}"
-    );
-    let reply: Value = serde_json::from_str(&text).expect("one JSON response");
+    let json_only = [("accept", "application/json")];
+    let reply = post_with(&url, Some(&session), &json_only, &slow.to_string()).await;
+    assert_json_only(&reply);
+    let reply = reply.last();
     assert_eq!(reply["id"], json!("p-1"));
     assert_eq!(reply["result"]["content"][0]["text"], json!("slept 300 ms"));
     let metrics = scrape(&proxy).await;
@@ -1000,14 +988,15 @@ async fn front_json_only_client_gets_the_final_response_as_json_when_the_upstrea
     );
 
     let started = Instant::now();
-    let (status, content_type, text) =
-        post_json_only(&url, &session, &call(json!(9), "ask", json!({}))).await;
-    assert_eq!(status, 200, "{text}");
-    assert!(
-        content_type.starts_with("application/json"),
-        "{content_type}"
-    );
-    let reply: Value = serde_json::from_str(&text).expect("one JSON response");
+    let reply = post_with(
+        &url,
+        Some(&session),
+        &json_only,
+        &call(json!(9), "ask", json!({})),
+    )
+    .await;
+    assert_json_only(&reply);
+    let reply = reply.last();
     let answers = &reply["result"]["structuredContent"];
     for key in ["sampling", "elicitation", "roots"] {
         assert_eq!(

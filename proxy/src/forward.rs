@@ -6,7 +6,7 @@
 //! enforced here, outside the HTTP client (failure 4). A request the upstream refused because it
 //! did not know the session provably never ran, so it is replayed once on the next session;
 //! nothing else is ever replayed (failure 3). Every request ends in exactly one [`Outcome`],
-//! recorded once, including when the client goes away mid-call (the [`Call`] drop guard).
+//! recorded once, including when the client goes away mid-call (the `Call` drop guard).
 
 mod relay;
 

@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Link;
-use super::{MAX_BACKOFF, MIN_BACKOFF, UpstreamError, UpstreamSession};
+use super::supervisor::{MAX_BACKOFF, MIN_BACKOFF};
+use super::{UpstreamError, UpstreamSession};
 
 /// Why listening ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

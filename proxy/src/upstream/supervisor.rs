@@ -1,0 +1,359 @@
+//! The supervisor task of [`Upstream`]: opens the upstream session (with backoff), probes its
+//! tools over that same session, holds it while it lives (liveness pings, a stdio child's exit,
+//! a loss reported by a caller), and opens the next one only after the loss.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use berth_crds::{PolicyFinding, ToolsProbePolicy};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools};
+
+/// Most `tools/list` pages the probe follows before giving up on a cursor loop.
+const MAX_TOOL_PAGES: usize = 100;
+/// First wait after a failed handshake; doubles up to [`MAX_BACKOFF`].
+pub(super) const MIN_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between handshake attempts.
+pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// How often the supervisor pings an idle upstream session, so a dead upstream takes the proxy
+/// out of readiness even when no client is calling (README.md "Why it exists", failure 5).
+const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
+/// Budget for ending the upstream session on shutdown; shutdown never waits longer.
+const CLOSE_BUDGET: Duration = Duration::from_secs(2);
+/// A stdio child of the supervisor that fails to initialize, or ends within this time of its
+/// handshake, is a quick failure (field case BR-34).
+pub const QUICK_FAILURE_WINDOW: Duration = Duration::from_secs(10);
+
+impl Upstream {
+    pub(super) async fn supervise(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut backoff = MIN_BACKOFF;
+        let mut quick_failures = 0u32;
+        let mut first = true;
+        loop {
+            if let Some(stdio) = self.endpoint.stdio().filter(|_| !first) {
+                stdio.metrics().restarts.inc();
+            }
+            first = false;
+            let attempt = tokio::select! {
+                () = shutdown.cancelled() => break,
+                attempt = self.establish() => attempt,
+            };
+            self.attempts.send_modify(|n| *n += 1);
+            let Some(session) = attempt else {
+                if self.quick_failure(&mut quick_failures, &shutdown) {
+                    break;
+                }
+                let wait = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(backoff) => backoff,
+                };
+                backoff = (wait * 2).min(MAX_BACKOFF);
+                continue;
+            };
+            let held_since = Instant::now();
+            if self.endpoint.stdio().is_none() {
+                backoff = MIN_BACKOFF;
+            }
+            let listening = CancellationToken::new();
+            let (this, held) = (Arc::clone(&self), Arc::clone(&session));
+            let (stop, sink) = (listening.clone(), self.server_messages.clone());
+            tokio::spawn(async move {
+                if listen::listen(Arc::clone(&held), stop, sink).await == listen::Ended::Lost {
+                    this.report_lost(&held, "stream");
+                }
+            });
+            let stopping = tokio::select! {
+                () = shutdown.cancelled() => true,
+                () = self.hold(&session) => false,
+            };
+            listening.cancel();
+            self.ready.send_replace(false);
+            self.metrics.upstream_ready.set(0);
+            self.current.send_replace(None);
+            if stopping {
+                let _ = tokio::time::timeout(CLOSE_BUDGET, session.close()).await;
+                break;
+            }
+            tracing::warn!(upstream = %self.endpoint, "upstream session lost; re-initializing");
+            if self.endpoint.stdio().is_some() {
+                // Its own child ended, or a client's did: readiness waits for a fresh child to
+                // complete initialize and tools/list again (field cases BR-07, BR-34).
+                session.close().await;
+                if session.is_lost() && session.claim_report() {
+                    self.metrics
+                        .upstream_session_losses
+                        .with_label_values(&["exited"])
+                        .inc();
+                }
+                if !session.is_lost() || held_since.elapsed() >= QUICK_FAILURE_WINDOW {
+                    quick_failures = 0;
+                    backoff = MIN_BACKOFF;
+                    continue;
+                }
+                if self.quick_failure(&mut quick_failures, &shutdown) {
+                    break;
+                }
+                let wait = tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(backoff) => backoff,
+                };
+                backoff = (wait * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+
+    /// Counts one quick failure of a stdio child; past `max_quick_failures` in a row, gives up:
+    /// stops the proxy (`shutdown`) and returns true. HTTP upstreams never give up.
+    fn quick_failure(&self, count: &mut u32, shutdown: &CancellationToken) -> bool {
+        if self.endpoint.stdio().is_none() || self.max_quick_failures == 0 {
+            return false;
+        }
+        *count += 1;
+        if *count < self.max_quick_failures {
+            return false;
+        }
+        tracing::error!(
+            upstream = %self.endpoint,
+            failures = *count,
+            "stdio upstream failed too often in a row; stopping the proxy"
+        );
+        self.gave_up.store(true, Ordering::Relaxed);
+        shutdown.cancel();
+        true
+    }
+
+    /// One handshake within the connect budget, then the first tools probe. Publishes the
+    /// session only after the handshake completed (so no caller sees it half-initialized);
+    /// readiness follows the probe.
+    async fn establish(&self) -> Option<Arc<UpstreamSession>> {
+        let handshake = UpstreamSession::handshake(&self.endpoint, None);
+        // On expiry the handshake future is dropped: its HTTP exchange is abandoned, nothing of
+        // it stays behind.
+        let session = match tokio::time::timeout(self.connect_budget, handshake).await {
+            Ok(Ok(session)) => Arc::new(session),
+            Ok(Err(error)) => {
+                self.metrics
+                    .upstream_initializations
+                    .with_label_values(&["error"])
+                    .inc();
+                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
+                self.set_last_error(Some(error_chain(&error)));
+                return None;
+            }
+            Err(_) => {
+                self.metrics
+                    .upstream_initializations
+                    .with_label_values(&["timeout"])
+                    .inc();
+                tracing::warn!(upstream = %self.endpoint, budget_ms = self.connect_budget.as_millis() as u64, "upstream handshake timed out");
+                self.set_last_error(Some(format!(
+                    "upstream handshake took longer than timeouts.connect ({} ms)",
+                    self.connect_budget.as_millis()
+                )));
+                return None;
+            }
+        };
+        self.metrics
+            .upstream_initializations
+            .with_label_values(&["ok"])
+            .inc();
+        self.set_last_error(None);
+        tracing::info!(
+            upstream = %self.endpoint,
+            protocol_version = session.protocol_version(),
+            "upstream session initialized"
+        );
+        self.current.send_replace(Some(Arc::clone(&session)));
+        if self.probe.policy == ToolsProbePolicy::Never || self.probe_tools(&session).await {
+            self.set_ready(true);
+        }
+        if session.is_lost() {
+            self.report_lost(&session, "probe");
+        }
+        Some(session)
+    }
+
+    fn set_ready(&self, ready: bool) {
+        self.ready.send_replace(ready);
+        self.metrics.upstream_ready.set(i64::from(ready));
+    }
+
+    /// Holds the session until it is reported lost, re-probing on the `Interval` policy, on
+    /// `list_changed`, and while the last probe failed.
+    async fn hold(&self, session: &Arc<UpstreamSession>) {
+        let interval = self.probe.interval().unwrap_or(Duration::from_secs(300));
+        let mut child_exits = self.endpoint.stdio().map(|stdio| stdio.exits());
+        loop {
+            let not_ready = !self.is_ready();
+            let periodic = self.probe.policy == ToolsProbePolicy::Interval || not_ready;
+            let wait = if not_ready { MAX_BACKOFF } else { interval };
+            tokio::select! {
+                () = session.lost().cancelled() => return,
+                () = child_exit(&mut child_exits) => {
+                    self.set_ready(false);
+                    return;
+                }
+                () = self.refresh.notified() => {}
+                () = tokio::time::sleep(wait), if periodic => {}
+                () = self.check.notified() => {
+                    if !self.is_reachable(session).await {
+                        return;
+                    }
+                    continue;
+                }
+                () = tokio::time::sleep(LIVENESS_INTERVAL) => {
+                    if !self.is_reachable(session).await {
+                        return;
+                    }
+                    continue;
+                }
+            }
+            let listed = self.probe_tools(session).await;
+            if session.is_lost() {
+                self.report_lost(session, "probe");
+                return;
+            }
+            self.set_ready(listed);
+        }
+    }
+
+    /// Pings the upstream over `session` within the connect budget. A session the upstream
+    /// forgot, or an upstream that does not answer, is reported lost (`not_found` or
+    /// `unreachable`) and `false` returned.
+    async fn is_reachable(&self, session: &Arc<UpstreamSession>) -> bool {
+        let ping = tokio::time::timeout(self.connect_budget, session.request("ping", json!({})));
+        let reason = match ping.await {
+            Ok(Ok(_)) => return true,
+            Ok(Err(UpstreamError::SessionLost)) => "not_found",
+            Ok(Err(error)) => {
+                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), "upstream unreachable");
+                "unreachable"
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.endpoint, "upstream did not answer ping within the connect budget");
+                "unreachable"
+            }
+        };
+        self.report_lost(session, reason);
+        false
+    }
+
+    /// Lists every tool over `session` (following cursors), updates the catalogue and the
+    /// metric label set. Returns whether the listing succeeded within the probe budget.
+    pub(super) async fn probe_tools(&self, session: &UpstreamSession) -> bool {
+        let listing = tokio::time::timeout(self.probe_budget, list_tools(session)).await;
+        let result = match &listing {
+            Ok(Ok(_)) => "ok",
+            Ok(Err(_)) => "error",
+            Err(_) => "timeout",
+        };
+        self.metrics.tools_probes.with_label_values(&[result]).inc();
+        match listing {
+            Ok(Ok(tools)) => {
+                let drifted = {
+                    let Ok(mut catalog) = self.catalog.write() else {
+                        return false;
+                    };
+                    let hints = tools.iter().filter_map(|tool| {
+                        let name = tool.get("name")?.as_str()?;
+                        Some((name, tools::is_read_only(tool)))
+                    });
+                    let missing: Vec<String> = self
+                        .policy
+                        .check_against(hints)
+                        .into_iter()
+                        .filter_map(|finding| match finding {
+                            PolicyFinding::Missing(name) => Some(name),
+                            _ => None,
+                        })
+                        .collect();
+                    if !missing.is_empty() {
+                        tracing::warn!(missing = ?missing, "allowed tools are missing upstream; not ready");
+                    }
+                    self.metrics.tools_missing.set(missing.len() as i64);
+                    let complete = missing.is_empty();
+                    // Drift, fingerprint and metric labels cover the tools clients can see.
+                    let exposed: Vec<Value> = tools
+                        .iter()
+                        .filter(|tool| {
+                            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+                            self.policy.exposes(name, tools::is_read_only(tool))
+                        })
+                        .cloned()
+                        .collect();
+                    catalog.update(&exposed, self.probe.on_drift);
+                    catalog.set_missing(missing);
+                    self.metrics.set_tool_names(catalog.names());
+                    let drifted = catalog.drifted().map(str::to_owned).collect::<Vec<_>>();
+                    (drifted, complete)
+                };
+                let (drifted, complete) = drifted;
+                self.metrics.tools_drifted.set(drifted.len() as i64);
+                if !complete {
+                    return false;
+                }
+                if drifted.is_empty() {
+                    tracing::info!(tools = tools.len(), "upstream tools listed");
+                } else {
+                    tracing::warn!(tools = tools.len(), drifted = ?drifted, "upstream tools drifted from the baseline");
+                }
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(error = %error, kind = error.kind(), "upstream tools probe failed");
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    budget_ms = self.probe_budget.as_millis() as u64,
+                    "upstream tools probe timed out"
+                );
+                false
+            }
+        }
+    }
+}
+
+/// Resolves when a stdio child ended on its own (never for HTTP).
+async fn child_exit(exits: &mut Option<watch::Receiver<u64>>) {
+    if let Some(exits) = exits
+        && exits.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
+}
+
+/// Every tool the upstream lists, following `nextCursor` (at most 100 pages, `MAX_TOOL_PAGES`).
+pub async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let response = session.request("tools/list", params).await?;
+        if let Some(error) = response.get("error") {
+            return Err(UpstreamError::Malformed(format!(
+                "tools/list failed: {error}"
+            )));
+        }
+        let page = response
+            .pointer("/result/tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| UpstreamError::Malformed("tools/list result has no tools".into()))?;
+        tools.extend(page.iter().cloned());
+        cursor = response.pointer("/result/nextCursor").cloned();
+        if cursor.as_ref().is_none_or(Value::is_null) {
+            return Ok(tools);
+        }
+    }
+    Err(UpstreamError::Malformed(
+        "tools/list pagination did not end".into(),
+    ))
+}

@@ -8,6 +8,7 @@ pub mod fault;
 pub mod nginx;
 pub mod peers;
 pub mod proxy;
+pub mod rmcp_client;
 pub mod stdio;
 pub mod tap;
 

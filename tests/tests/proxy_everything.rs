@@ -6,33 +6,20 @@ use std::time::Duration;
 use berth_tests::proxy::{
     call, config, mcp_url, open_session, post_raw, post_with, sample, scrape, start_ready,
 };
-use berth_tests::{peers, tap};
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
-use serde_json::{Value, json};
-
-fn args(value: Value) -> rmcp::model::JsonObject {
-    value.as_object().cloned().expect("object arguments")
-}
+use berth_tests::{peers, rmcp_client, tap};
+use serde_json::json;
 
 #[tokio::test]
 async fn proxy_rmcp_client_lists_tools_and_calls_echo() {
     let server = peers::everything().await;
     let proxy = start_ready(&config(&server.url, "60s")).await;
-    let transport = StreamableHttpClientTransport::from_uri(mcp_url(&proxy));
-    let client = ().serve(transport).await.expect("rmcp client connects through the proxy");
+    let client = rmcp_client::connect(&mcp_url(&proxy)).await;
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(
         tools.iter().any(|t| t.name == "echo"),
         "echo listed: {tools:?}"
     );
-    let result = client
-        .call_tool(
-            CallToolRequestParams::new("echo").with_arguments(args(json!({"message": "hi"}))),
-        )
-        .await
-        .expect("tools/call");
+    let result = rmcp_client::call_tool(&client, "echo", json!({"message": "hi"})).await;
     let text = serde_json::to_value(&result.content).expect("content json");
     assert_eq!(text[0]["text"], json!("Echo: hi"));
     assert_ne!(result.is_error, Some(true));
@@ -47,13 +34,9 @@ async fn proxy_rmcp_client_lists_tools_and_calls_echo() {
 async fn proxy_is_error_result_counts_as_tool_error_not_ok() {
     let server = peers::everything().await;
     let proxy = start_ready(&config(&server.url, "60s")).await;
-    let transport = StreamableHttpClientTransport::from_uri(mcp_url(&proxy));
-    let client = ().serve(transport).await.expect("rmcp client connects");
+    let client = rmcp_client::connect(&mcp_url(&proxy)).await;
     // The reference server answers invalid arguments with a result carrying isError: true.
-    let result = client
-        .call_tool(CallToolRequestParams::new("echo").with_arguments(args(json!({}))))
-        .await
-        .expect("tools/call returns a result");
+    let result = rmcp_client::call_tool(&client, "echo", json!({})).await;
     assert_eq!(
         result.is_error,
         Some(true),
@@ -106,20 +89,13 @@ async fn proxy_many_clients_and_calls_upstream_sees_exactly_one_initialize() {
     let url = mcp_url(&proxy);
     let mut clients = Vec::new();
     for _ in 0..4 {
-        let transport = StreamableHttpClientTransport::from_uri(url.clone());
-        clients.push(().serve(transport).await.expect("rmcp client connects"));
+        clients.push(rmcp_client::connect(&url).await);
     }
     for (i, client) in clients.iter().enumerate() {
         client.list_all_tools().await.expect("tools/list");
         for n in 0..3 {
             let message = format!("c{i}-{n}");
-            client
-                .call_tool(
-                    CallToolRequestParams::new("echo")
-                        .with_arguments(args(json!({ "message": message }))),
-                )
-                .await
-                .expect("tools/call");
+            rmcp_client::call_tool(client, "echo", json!({ "message": message })).await;
         }
     }
     let record = tap.record;

@@ -8,13 +8,10 @@ use std::time::Duration;
 
 use berth_proxy::RunningProxy;
 use berth_tests::nginx::Nginx;
-use berth_tests::peers;
 use berth_tests::proxy::{
     call, config, mcp_url, open_session, post_raw, sample, scrape, wait_ready,
 };
-use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
+use berth_tests::{peers, rmcp_client};
 use serde_json::json;
 
 const KEY_VAR: &str = "BERTH_SESSION_KEY";
@@ -128,17 +125,10 @@ async fn br_35_rmcp_client_through_round_robin_ingress_makes_20_calls() {
     let a = replica(&server.url, Some(key)).await;
     let b = replica(&server.url, Some(key)).await;
     let ingress = Nginx::start(&[a.mcp_addr.to_string(), b.mcp_addr.to_string()], "").await;
-    let transport = StreamableHttpClientTransport::from_uri(ingress.mcp_url());
-    let client = ().serve(transport).await.expect("rmcp client connects through nginx");
+    let client = rmcp_client::connect(&ingress.mcp_url()).await;
     for n in 0..20 {
         let arguments = json!({"message": format!("r{n}")});
-        let result = client
-            .call_tool(
-                CallToolRequestParams::new("echo")
-                    .with_arguments(arguments.as_object().cloned().expect("object")),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("call {n} through the ingress: {e}"));
+        let result = rmcp_client::call_tool(&client, "echo", arguments).await;
         let content = serde_json::to_value(&result.content).expect("content");
         assert_eq!(content[0]["text"], json!(format!("Echo: r{n}")));
     }

@@ -9,8 +9,6 @@ use berth_tests::peers;
 use berth_tests::proxy::{
     call, config, mcp_url, open_session, post_raw, sample, scrape, start_ready,
 };
-use rmcp::ServiceExt;
-use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::json;
 
 fn policy(allow: Option<&[&str]>, read_only: bool) -> ToolsPolicySpec {
@@ -21,10 +19,7 @@ fn policy(allow: Option<&[&str]>, read_only: bool) -> ToolsPolicySpec {
 }
 
 async fn listed_names(url: &str) -> Vec<String> {
-    let client =
-        ().serve(StreamableHttpClientTransport::from_uri(url.to_owned()))
-            .await
-            .expect("rmcp client");
+    let client = berth_tests::rmcp_client::connect(url).await;
     let mut names: Vec<String> = client
         .list_all_tools()
         .await

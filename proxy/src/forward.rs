@@ -179,6 +179,23 @@ pub async fn request(
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
+    if session.dedicated().is_none()
+        && let Some((code, message)) = crate::tasks::refusal(&method, &body)
+    {
+        proxy.metrics.record(
+            &method,
+            tool.as_deref(),
+            Outcome::Rejected,
+            started.elapsed(),
+        );
+        return Answer::error_with_data(
+            StatusCode::OK,
+            &id,
+            code,
+            message,
+            json!({ "outcome": Outcome::Rejected.as_label() }),
+        );
+    }
     let in_flight = match session.begin(&id) {
         Ok(in_flight) => in_flight,
         Err(duplicate) => {

@@ -21,6 +21,7 @@ pub mod server_request;
 pub mod sessions;
 pub mod stdio;
 pub mod subscriptions;
+pub mod tasks;
 pub mod upstream;
 
 pub use outcome::Outcome;

@@ -129,6 +129,7 @@ pub async fn post_with(
     headers: &[(&str, &str)],
     body: &str,
 ) -> RawReply {
+    berth_proxy::install_crypto_provider();
     let client = reqwest::Client::new();
     let mut request = client
         .post(url)

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use berth_tests::proxy::{
-    call, config, mcp_url, open_session, post_raw, post_with, sample, scrape, start_ready,
+    call, config, mcp_url, open_session, open_session_with, post_raw, post_with, sample, scrape,
+    start_ready,
 };
 use berth_tests::{peers, rmcp_client, tap};
 use serde_json::json;
@@ -263,5 +264,62 @@ async fn br_22_session_less_newer_client_gets_400_with_supported_versions_and_ne
         [],
         "no session-less request reached the upstream"
     );
+    proxy.shutdown().await;
+}
+
+/// MCP tasks (2025-11-25) belong to the requestor, but over the shared upstream session every
+/// client is the same requestor: forwarded, client B could list, read and cancel client A's
+/// tasks. The Node reference server offers tasks; through a `Shared` proxy the capability is
+/// hidden, `tasks/*` gets -32601, a task-augmented call gets -32602 (outcome `rejected`), and
+/// none of them reaches the upstream.
+#[tokio::test]
+async fn shared_session_hides_tasks_and_never_forwards_task_requests() {
+    let server = peers::everything().await;
+    let (_, direct) = open_session_with(&server.url, "2025-11-25", json!({})).await;
+    assert!(
+        direct["capabilities"].get("tasks").is_some(),
+        "the upstream offers tasks, so the test means something: {direct}"
+    );
+    let tap = tap::start(&server.url).await;
+    let proxy = start_ready(&config(&tap.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let (a, result) = open_session_with(&url, "2025-11-25", json!({})).await;
+    assert!(
+        result["capabilities"].get("tasks").is_none(),
+        "tasks hidden from clients of the shared session: {result}"
+    );
+    assert!(result["capabilities"].get("tools").is_some(), "{result}");
+    let (b, _) = open_session_with(&url, "2025-11-25", json!({})).await;
+    let before = tap.record.entries().len();
+
+    let augmented = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"message": "a"}, "task": {"ttl": 60000}}});
+    let reply = post_raw(&url, Some(&a), &augmented.to_string()).await;
+    assert_eq!(reply.last()["id"], json!(1), "{reply:?}");
+    assert_eq!(reply.last()["error"]["code"], json!(-32602), "{reply:?}");
+    assert_eq!(reply.last()["error"]["data"]["outcome"], json!("rejected"));
+    for (n, method) in ["tasks/list", "tasks/get", "tasks/result", "tasks/cancel"]
+        .into_iter()
+        .enumerate()
+    {
+        let body = json!({"jsonrpc": "2.0", "id": 10 + n, "method": method,
+            "params": {"taskId": "any"}});
+        let reply = post_raw(&url, Some(&b), &body.to_string()).await;
+        assert_eq!(reply.last()["id"], json!(10 + n), "{method}: {reply:?}");
+        assert_eq!(
+            reply.last()["error"]["code"],
+            json!(-32601),
+            "{method}: {reply:?}"
+        );
+    }
+    assert_eq!(
+        tap.record.entries()[before..],
+        [],
+        "no task request reached the upstream"
+    );
+    // A plain call still works.
+    let plain = call(json!(2), "echo", json!({"message": "a"}));
+    let reply = post_raw(&url, Some(&a), &plain).await;
+    assert!(reply.last().get("result").is_some(), "{reply:?}");
     proxy.shutdown().await;
 }

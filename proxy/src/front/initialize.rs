@@ -84,6 +84,9 @@ pub async fn handle(
     };
     let mut result = upstream.initialize_result().clone();
     result["protocolVersion"] = json!(upstream.protocol_version());
+    if dedicated.is_none() {
+        crate::tasks::hide_capability(&mut result);
+    }
     let session =
         proxy
             .sessions

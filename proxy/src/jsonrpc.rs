@@ -97,7 +97,21 @@ impl Message {
         if body.get("jsonrpc") != Some(&json!("2.0")) {
             return Err(shape("jsonrpc must be \"2.0\"", usable_id));
         }
+        if body.contains_key("method")
+            && (body.contains_key("result") || body.contains_key("error"))
+        {
+            return Err(shape(
+                "a message is a request or a response, never both (method with result/error)",
+                usable_id,
+            ));
+        }
         match (body.get("method"), id) {
+            (Some(Value::String(method)), Some(_)) if method.starts_with("notifications/") => {
+                Err(shape(
+                    "a notification carries no id (notifications/* with an id)",
+                    usable_id,
+                ))
+            }
             (Some(Value::String(method)), None) => Ok(Self::Notification {
                 method: method.clone(),
                 body,
@@ -171,6 +185,22 @@ mod tests {
     fn classify_bad_version_keeps_the_request_id() {
         let err = Message::classify(json!({"jsonrpc":"1.0","id":7,"method":"ping"}));
         assert!(matches!(err, Err(Invalid::Shape { id: Some(ref id), .. }) if id == &json!(7)));
+    }
+
+    #[test]
+    fn classify_method_with_result_or_error_and_notification_with_id_are_invalid_keeping_the_id() {
+        for message in [
+            json!({"jsonrpc":"2.0","id":5,"method":"ping","result":{}}),
+            json!({"jsonrpc":"2.0","id":5,"method":"ping","error":{"code":1,"message":"x"}}),
+            json!({"jsonrpc":"2.0","id":5,"method":"notifications/cancelled",
+                "params":{"requestId":62}}),
+        ] {
+            let err = Message::classify(message.clone());
+            assert!(
+                matches!(err, Err(Invalid::Shape { id: Some(ref id), .. }) if id == &json!(5)),
+                "{message}: {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -299,3 +299,34 @@ async fn invalid_messages(proxy: &berth_proxy::RunningProxy, reason: &str) -> f6
     let series = format!("berth_proxy_invalid_messages_total{{reason=\"{reason}\"}}");
     berth_tests::proxy::sample(&metrics, &series)
 }
+
+/// A message that is both request and response (`method` with `result`/`error`), or a
+/// `notifications/*` method carrying an id, is refused with 400/-32600 under its id and never
+/// forwarded: a forwarded `notifications/cancelled` with an id would carry a raw upstream
+/// request id, possibly another client's.
+#[tokio::test]
+async fn front_request_response_hybrids_and_notifications_with_ids_are_refused_never_forwarded() {
+    use berth_tests::fault::FaultUpstream;
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    let proxy = start_ready(&config(&upstream.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let before = upstream.received().len();
+    for body in [
+        json!({"jsonrpc":"2.0","id":5,"method":"ping","result":{}}),
+        json!({"jsonrpc":"2.0","id":5,"method":"ping","error":{"code":1,"message":"x"}}),
+        json!({"jsonrpc":"2.0","id":5,"method":"notifications/cancelled","params":{"requestId":1}}),
+    ] {
+        let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+        assert_eq!(reply.status, 400, "{body}: {reply:?}");
+        assert_eq!(reply.last()["id"], json!(5), "{body}: {reply:?}");
+        assert_eq!(reply.last()["error"]["code"], json!(-32600), "{body}");
+    }
+    assert_eq!(
+        upstream.received().len(),
+        before,
+        "nothing reached the upstream"
+    );
+    assert_eq!(invalid_messages(&proxy, "shape").await, 3.0);
+    proxy.shutdown().await;
+}

@@ -41,7 +41,10 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
     Router::new()
         .route(
             berth_crds::MCP_PATH,
-            post(handle_post).get(handle_get).delete(handle_delete),
+            post(handle_post)
+                .get(handle_get)
+                .delete(handle_delete)
+                .head(head_not_allowed),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
@@ -49,6 +52,17 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
             auth::require_bearer,
         ))
         .with_state(proxy)
+}
+
+/// `HEAD /mcp` is not part of Streamable HTTP: 405, like any other method. Without this, axum
+/// serves HEAD with the GET handler, and a HEAD probe would replace a session's open standalone
+/// stream (whose notifications would then be dropped).
+async fn head_not_allowed() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(axum::http::header::ALLOW, "GET, POST, DELETE")],
+    )
+        .into_response()
 }
 
 fn session_header(headers: &HeaderMap) -> Option<&str> {

@@ -330,3 +330,26 @@ async fn front_request_response_hybrids_and_notifications_with_ids_are_refused_n
     assert_eq!(invalid_messages(&proxy, "shape").await, 3.0);
     proxy.shutdown().await;
 }
+
+/// `HEAD /mcp` gets 405 and leaves the session's open standalone GET stream in place: a HEAD
+/// probe used to be served as a GET and replace that stream, so later notifications were lost.
+#[tokio::test]
+async fn front_head_is_405_and_does_not_replace_the_standalone_stream() {
+    let server = peers::everything().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let mut stream = berth_tests::proxy::open_get_stream(&url, &session).await;
+    let head = reqwest::Client::new()
+        .head(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .expect("head");
+    assert_eq!(head.status().as_u16(), 405);
+    // The original stream is still open: no message, and not ended.
+    let next = tokio::time::timeout(std::time::Duration::from_millis(700), stream.recv()).await;
+    assert!(next.is_err(), "the standalone stream was ended: {next:?}");
+    proxy.shutdown().await;
+}

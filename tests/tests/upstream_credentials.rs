@@ -161,3 +161,41 @@ async fn upstream_redirect_is_not_followed_so_credentials_stay_with_the_configur
     proxy.shutdown().await;
     server.abort();
 }
+
+/// Credentials in the upstream URL's userinfo (`http://user:password@host/...`) never reach a
+/// log line: the start-up line and every handshake retry show the URL redacted.
+#[tokio::test]
+async fn upstream_url_userinfo_appears_in_no_log_line() {
+    const PASSWORD: &str = "url-pa55word-9731";
+    let logs = capture_all_logs();
+    // Nothing listens there, so the proxy logs its start and a few failed handshakes.
+    let port = berth_tests::free_port();
+    let mut cfg = config(
+        &format!("http://admin:{PASSWORD}@127.0.0.1:{port}/mcp"),
+        "10s",
+    );
+    cfg.timeouts.connect = berth_crds::DurationString::new("300ms");
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start_with_env(&cfg, &|_: &str| None)
+        .await
+        .expect("proxy starts");
+    berth_tests::wait_for(
+        "a failed handshake logged",
+        std::time::Duration::from_secs(10),
+        || async {
+            let text = String::from_utf8_lossy(&logs.0.lock().expect("log buffer")).into_owned();
+            text.contains("upstream handshake").then_some(())
+        },
+    )
+    .await;
+    proxy.shutdown().await;
+    let text = String::from_utf8_lossy(&logs.0.lock().expect("log buffer")).into_owned();
+    assert!(
+        text.contains("redacted@127.0.0.1"),
+        "the URL is shown, redacted"
+    );
+    assert!(
+        !text.contains(PASSWORD),
+        "the URL password leaked into a log line"
+    );
+}

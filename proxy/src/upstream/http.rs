@@ -32,10 +32,19 @@ pub enum Reply {
 }
 
 /// A Streamable HTTP endpoint of an upstream MCP server.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct HttpUpstream {
     client: reqwest::Client,
     url: reqwest::Url,
+}
+
+/// Shows the URL with its userinfo redacted ([`super::endpoint::redacted`]).
+impl std::fmt::Debug for HttpUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpUpstream")
+            .field("url", &super::endpoint::redacted(&self.url).as_str())
+            .finish_non_exhaustive()
+    }
 }
 
 impl HttpUpstream {

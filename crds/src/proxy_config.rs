@@ -307,6 +307,7 @@ pub struct SessionSpec {
     /// A client session with no request for this long ends; its next request gets HTTP 404 and
     /// the client starts a new session. Example `30m`. Default `30m`.
     #[serde(default = "default_idle_timeout")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.session.idleTimeout must be more than 0s and at most 168h"}]))]
     pub idle_timeout: DurationString,
     /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
     /// session of its own); past it, a new `initialize` gets a clear JSON-RPC error. Range
@@ -332,7 +333,7 @@ impl SessionSpec {
     /// # Errors
     /// [`ProxyConfigError::Duration`] when `idleTimeout` does not parse.
     pub fn idle_timeout(&self) -> Result<Duration, ProxyConfigError> {
-        parse_field("session.idleTimeout", &self.idle_timeout)
+        parse_positive("session.idleTimeout", &self.idle_timeout)
     }
 }
 
@@ -361,6 +362,7 @@ pub struct ToolsProbeSpec {
     pub policy: ToolsProbePolicy,
     /// Time between probes when `policy` is `Interval`, e.g. `5m`. Default `5m`.
     #[serde(default = "default_probe_interval")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.toolsProbe.interval must be more than 0s and at most 168h"}]))]
     pub interval: DurationString,
     /// What happens when a tool of the baseline (the first listing, or `expectedFingerprint`)
     /// disappears or changes its `inputSchema`. `FailClosed` (default): calls to that tool get a
@@ -393,7 +395,7 @@ impl ToolsProbeSpec {
     /// # Errors
     /// [`ProxyConfigError::Duration`] when `interval` does not parse.
     pub fn interval(&self) -> Result<Duration, ProxyConfigError> {
-        parse_field("toolsProbe.interval", &self.interval)
+        parse_positive("toolsProbe.interval", &self.interval)
     }
 }
 
@@ -432,6 +434,7 @@ pub struct TimeoutsSpec {
     /// Budget for reaching the upstream and completing the MCP handshake (`initialize` and
     /// `notifications/initialized`), e.g. `10s`. Default `10s`.
     #[serde(default = "default_connect")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.timeouts.connect must be more than 0s and at most 168h"}]))]
     pub connect: DurationString,
     /// Budget for one forwarded request such as `tools/call`, from receipt to the final
     /// response, e.g. `60s`. On expiry the client gets a JSON-RPC error and the upstream a
@@ -464,7 +467,7 @@ impl TimeoutsSpec {
     /// # Errors
     /// [`ProxyConfigError::Duration`] when `connect` does not parse.
     pub fn connect(&self) -> Result<Duration, ProxyConfigError> {
-        parse_field("timeouts.connect", &self.connect)
+        parse_positive("timeouts.connect", &self.connect)
     }
 
     /// The per-request budget (more than zero).
@@ -472,17 +475,7 @@ impl TimeoutsSpec {
     /// # Errors
     /// [`ProxyConfigError::Duration`] when `call` does not parse or is zero.
     pub fn call(&self) -> Result<Duration, ProxyConfigError> {
-        let call = parse_field("timeouts.call", &self.call)?;
-        if call.is_zero() {
-            return Err(ProxyConfigError::Duration {
-                field: "timeouts.call",
-                source: DurationError {
-                    value: self.call.0.clone(),
-                    reason: "must be more than 0s",
-                },
-            });
-        }
-        Ok(call)
+        parse_positive("timeouts.call", &self.call)
     }
 
     /// The hard cap for requests that report progress, if set (at least the `call` budget).
@@ -505,6 +498,26 @@ impl TimeoutsSpec {
         }
         Ok(Some(cap))
     }
+}
+
+/// [`parse_field`], and more than zero: a zero connect budget never completes a handshake, a
+/// zero idle timeout ends every session at once, and a zero probe interval lists tools in a hot
+/// loop.
+fn parse_positive(
+    field: &'static str,
+    value: &DurationString,
+) -> Result<Duration, ProxyConfigError> {
+    let parsed = parse_field(field, value)?;
+    if parsed.is_zero() {
+        return Err(ProxyConfigError::Duration {
+            field,
+            source: DurationError {
+                value: value.0.clone(),
+                reason: "must be more than 0s",
+            },
+        });
+    }
+    Ok(parsed)
 }
 
 fn parse_field(field: &'static str, value: &DurationString) -> Result<Duration, ProxyConfigError> {
@@ -580,6 +593,29 @@ mod tests {
         for value in [1, 1024] {
             let text = format!("{MINIMAL}session: {{maxSessions: {value}}}\n");
             ProxyConfig::from_yaml(&text).expect("in range accepted");
+        }
+    }
+
+    #[test]
+    fn proxy_config_zero_connect_idle_timeout_or_probe_interval_names_the_field() {
+        for (line, field) in [
+            ("timeouts: {connect: 0s}", "timeouts.connect"),
+            ("session: {idleTimeout: 0s}", "session.idleTimeout"),
+            (
+                "toolsProbe: {policy: Interval, interval: 0s}",
+                "toolsProbe.interval",
+            ),
+        ] {
+            let text = format!("{MINIMAL}{line}\n");
+            let err = ProxyConfig::from_yaml(&text).expect_err("zero rejected");
+            let chain = format!(
+                "{err}: {}",
+                std::error::Error::source(&err)
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
+            assert!(chain.contains(field), "{line}: {chain}");
+            assert!(chain.contains("more than 0s"), "{line}: {chain}");
         }
     }
 

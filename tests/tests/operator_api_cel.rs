@@ -126,6 +126,24 @@ async fn operator_api_cel_rejections_name_the_field() {
             format!("{}  replicas: 0\n", up("")),
             "spec.replicas",
         ),
+        (
+            "zero connect budget",
+            format!("{}  timeouts: {{connect: 0s}}\n", up("")),
+            "spec.timeouts.connect",
+        ),
+        (
+            "zero idle timeout",
+            format!("{}  session: {{idleTimeout: 0s}}\n", up("")),
+            "spec.session.idleTimeout",
+        ),
+        (
+            "zero probe interval",
+            format!(
+                "{}  toolsProbe: {{policy: Interval, interval: 0s}}\n",
+                up("")
+            ),
+            "spec.toolsProbe.interval",
+        ),
     ];
     for (case, spec, field) in &cases {
         assert_rejected(&ns, case, spec, field).await;

@@ -30,6 +30,7 @@ pub struct SessionSettings {
     /// A client session with no request for this long ends; its next request gets HTTP 404 and
     /// the client starts a new session. Example `30m`. Default `30m`.
     #[serde(default = "default_idle_timeout")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.session.idleTimeout must be more than 0s and at most 168h"}]))]
     pub idle_timeout: DurationString,
     /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
     /// session, or for stdio a child process, of its own); past it, a new `initialize` gets a

@@ -497,8 +497,13 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         call.finish(Outcome::UpstreamUnavailable);
         return answer;
     }
-    if matches!(error, UpstreamError::Send(_)) {
-        // The connection failed: the upstream may be gone. The supervisor checks the session.
+    if matches!(
+        error,
+        UpstreamError::Send(_) | UpstreamError::Read(_) | UpstreamError::Malformed(_)
+    ) {
+        // The connection failed or broke mid-reply (a reset SSE stream is `Malformed`): the
+        // upstream may be gone. The supervisor pings it at once, so readiness drops now rather
+        // than at the next liveness interval.
         call.proxy.upstream.check_reachable();
     }
     let message = match error {

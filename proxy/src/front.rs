@@ -254,6 +254,30 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
     ))
 }
 
+/// A client notification the upstream could not be given: the client gets 502 with a JSON-RPC
+/// error (no id: notifications have none) instead of 202, the drop is counted, and the
+/// supervisor checks the upstream at once (MCP 2025-06-18, "Sending Messages to the Server": a
+/// server that cannot accept the input answers with an HTTP error status).
+fn notification_failed(
+    proxy: &Proxy,
+    session: &DownstreamSession,
+    method: &str,
+    error: &str,
+) -> Answer {
+    tracing::warn!(mcp.session_id = session.id(), mcp.method = method, %error, "failed to forward notification upstream");
+    proxy.metrics.client_notifications_failed.inc();
+    if session.dedicated().is_none() {
+        proxy.upstream.check_reachable();
+    }
+    Answer::error_with_data(
+        StatusCode::BAD_GATEWAY,
+        &Value::Null,
+        jsonrpc::UPSTREAM_UNAVAILABLE,
+        "the notification could not be forwarded to the upstream MCP server",
+        serde_json::json!({ "outcome": crate::Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
+    )
+}
+
 /// 400 (-32022, counted as `protocol_version`) when the request's `MCP-Protocol-Version` names
 /// a revision the proxy does not serve ([`era::unsupported_header`]).
 fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option<Answer> {
@@ -390,12 +414,18 @@ async fn notification(
                 Some(dedicated) => Some(dedicated.current()),
                 None => proxy.upstream.session(proxy.connect_budget).await,
             };
-            if let Some(upstream) = upstream
-                && let Err(error) = upstream.send(&Value::Object(body)).await
-            {
-                tracing::warn!(mcp.method = method, error = %error, "failed to forward notification upstream");
+            let sent = match upstream {
+                Some(upstream) => upstream
+                    .send(&Value::Object(body))
+                    .await
+                    .map(|_| ())
+                    .map_err(|error| crate::upstream::error_chain(&error)),
+                None => Err("no upstream session".to_owned()),
+            };
+            match sent {
+                Ok(()) => Answer::Accepted,
+                Err(error) => notification_failed(proxy, session, method, &error),
             }
-            Answer::Accepted
         }
     }
 }

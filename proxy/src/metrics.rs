@@ -73,6 +73,9 @@ pub struct Metrics {
     /// receive: its standalone stream was closed or full, or (on a call's stream) the client's
     /// `Accept` names only JSON.
     pub server_messages_dropped: IntCounter,
+    /// `berth_proxy_client_notifications_failed_total`: client notifications the upstream could
+    /// not be given; the client got an HTTP error, not 202.
+    pub client_notifications_failed: IntCounter,
     /// `berth_proxy_tools_discovered`: tools in the last upstream tool list.
     pub tools_discovered: IntGauge,
     /// `berth_proxy_downstream_sessions`: live client sessions.
@@ -181,6 +184,11 @@ impl Metrics {
             "server notifications a client could not receive: its standalone stream was closed or full, or the call's client accepts only JSON",
         )
         .expect("valid metric");
+        let client_notifications_failed = IntCounter::new(
+            "berth_proxy_client_notifications_failed_total",
+            "client notifications that could not be forwarded upstream; the client got an HTTP error, not 202",
+        )
+        .expect("valid metric");
         let tools_discovered = IntGauge::new(
             "berth_proxy_tools_discovered",
             "tools in the last upstream tool list",
@@ -230,6 +238,7 @@ impl Metrics {
             Box::new(tools_missing.clone()),
             Box::new(server_requests.clone()),
             Box::new(server_messages_dropped.clone()),
+            Box::new(client_notifications_failed.clone()),
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
             Box::new(downstream_sessions_expired.clone()),
@@ -268,6 +277,7 @@ impl Metrics {
             tools_missing,
             server_requests,
             server_messages_dropped,
+            client_notifications_failed,
             tools_discovered,
             downstream_sessions,
             downstream_sessions_expired,

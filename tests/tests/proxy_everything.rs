@@ -323,3 +323,71 @@ async fn shared_session_hides_tasks_and_never_forwards_task_requests() {
     assert!(reply.last().get("result").is_some(), "{reply:?}");
     proxy.shutdown().await;
 }
+
+/// When the upstream dies under a streamed call, the call fails at once and readiness drops
+/// at once too (the supervisor pings the upstream right after the broken reply, instead of at
+/// the next 10 s liveness ping); a client notification that cannot be forwarded then gets 502
+/// with a JSON-RPC error and is counted, never a 202 for a message that went nowhere.
+#[tokio::test]
+async fn upstream_death_mid_call_drops_readiness_at_once_and_notifications_get_502() {
+    let server = peers::everything().await;
+    let mut cfg = config(&server.url, "60s");
+    // A notification waits at most this long for an upstream session.
+    cfg.timeouts.connect = berth_crds::DurationString::new("1s");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let long = call(
+        json!(1),
+        "trigger-long-running-operation",
+        json!({"duration": 5, "steps": 5}),
+    );
+    let (status, mut replies) = berth_tests::proxy::post_stream(&url, &session, &long).await;
+    assert_eq!(status, 200);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(server);
+    let died = std::time::Instant::now();
+    let last = loop {
+        let Some(message) = tokio::time::timeout(Duration::from_secs(5), replies.recv())
+            .await
+            .expect("the call ends at once")
+        else {
+            panic!("the stream ended without a final response");
+        };
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(
+        last["error"]["data"]["outcome"],
+        json!("upstream_unavailable"),
+        "{last}"
+    );
+    let readyz = format!("http://{}/readyz", proxy.admin_addr);
+    berth_tests::wait_for("readiness to drop", Duration::from_secs(4), || {
+        let readyz = readyz.clone();
+        async move {
+            let status = reqwest::get(&readyz).await.ok()?.status();
+            (!status.is_success()).then_some(())
+        }
+    })
+    .await;
+    eprintln!(
+        "readiness dropped {:?} after the upstream died",
+        died.elapsed()
+    );
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    let reply = post_raw(&url, Some(&session), &note.to_string()).await;
+    assert_eq!(reply.status, 502, "{reply:?}");
+    assert_eq!(
+        reply.last()["error"]["data"]["outcome"],
+        json!("upstream_unavailable")
+    );
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_client_notifications_failed_total"),
+        1.0,
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}

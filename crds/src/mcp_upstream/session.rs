@@ -19,11 +19,14 @@ pub struct SessionSettings {
     /// Session strategy. `Shared`: one long-lived upstream session (for stdio: one child
     /// process) serves every client; the proxy answers each client's `initialize` from the
     /// upstream's handshake and rewrites JSON-RPC request ids so clients never see each other's
-    /// replies. `PerClient`: each client session gets an upstream session (for stdio: a child
-    /// process) of its own, opened with the client's own `initialize` and closed when the
-    /// client's session ends (DELETE or idle expiry); at most `maxSessions` at once.
-    /// Default: `Shared` for `StreamableHttp`, `PerClient` for `Stdio` (a stdio server speaks to
-    /// exactly one client).
+    /// replies. To the upstream, all clients of a `Shared` session are one requestor: state the
+    /// server keeps per session (its logging level, session-scoped resources) is common to them,
+    /// and MCP tasks are not offered (a task belongs to its requestor). `PerClient`: each client
+    /// session gets an upstream session (for stdio: a child process) of its own, opened with the
+    /// client's own `initialize` and closed when the client's session ends (DELETE or idle
+    /// expiry); at most `maxSessions` at once. Choose it for servers that keep per-session state
+    /// for different users. Default: `Shared` for `StreamableHttp`, `PerClient` for `Stdio` (a
+    /// stdio server speaks to exactly one client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "strategy_schema")]
     pub strategy: Option<SessionStrategy>,

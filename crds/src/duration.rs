@@ -2,7 +2,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use regex::Regex;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
@@ -51,15 +54,11 @@ impl DurationString {
             value: self.0.clone(),
             reason: SYNTAX,
         };
-        // humantime accepts a wider language ("10 sec", "1min"); restrict it to the CRD pattern:
-        // a digit first, then digits and the unit letters only.
-        let starts_with_digit = self.0.bytes().next().is_some_and(|b| b.is_ascii_digit());
-        let only_pattern_chars = self
-            .0
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'm' | b's' | b'h'));
-        let ends_with_unit = self.0.bytes().last().is_some_and(|b| !b.is_ascii_digit());
-        if !(starts_with_digit && only_pattern_chars && ends_with_unit) {
+        // humantime accepts a wider language ("10 sec", "1min"); restrict it to the CRD's own
+        // pattern, so the proxy and the API server accept exactly the same strings.
+        static PATTERN: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(DURATION_PATTERN).expect("DURATION_PATTERN is a regex"));
+        if !PATTERN.is_match(&self.0) {
             return Err(err());
         }
         let too_long = || DurationError {
@@ -127,5 +126,17 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn duration_out_of_pattern_units_get_the_syntax_error_not_too_long() {
+        for bad in ["5sm", "5hs", "1mh"] {
+            let err = parse(bad).expect_err(bad);
+            assert_eq!(err.reason, SYNTAX, "{bad:?}: {err}");
+        }
+        assert_eq!(
+            parse("999999999999999999999h").map_err(|e| e.reason),
+            Err(TOO_LONG)
+        );
     }
 }

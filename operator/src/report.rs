@@ -276,6 +276,7 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
     let pod = pod.to_owned();
     let all = futures::future::join3(tools, readyz, upstream);
     match tokio::time::timeout(REPORT_TIMEOUT, all).await {
+        Err(_) => ProxyReport::Timeout { pod },
         Ok((Ok(tools), Ok(not_ready), upstream)) => ProxyReport::Answered {
             pod,
             tools,
@@ -284,23 +285,20 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
         },
         // The client's own per-request timeout can expire in the same timer tick as the overall
         // one and be seen first: it is the same timeout, not a different failure.
-        Err(_)
-        | Ok((
-            Err(Unanswered {
-                timed_out: true, ..
-            }),
-            _,
-            _,
-        )) => ProxyReport::Timeout { pod },
-        Ok((
-            _,
-            Err(Unanswered {
-                timed_out: true, ..
-            }),
-            _,
-        )) => ProxyReport::Timeout { pod },
-        Ok((Err(Unanswered { error, .. }), _, _) | (_, Err(Unanswered { error, .. }), _)) => {
-            ProxyReport::Failed { pod, error }
+        Ok((tools, readyz, _)) => {
+            // At least one of the two failed, or the arm above would have matched.
+            let errors: Vec<Unanswered> =
+                [tools.err(), readyz.err()].into_iter().flatten().collect();
+            if errors.iter().any(|e| e.timed_out) {
+                ProxyReport::Timeout { pod }
+            } else {
+                let error = errors
+                    .into_iter()
+                    .next()
+                    .map(|e| e.error)
+                    .unwrap_or_default();
+                ProxyReport::Failed { pod, error }
+            }
         }
     }
 }

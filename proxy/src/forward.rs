@@ -353,20 +353,15 @@ pub async fn request(
             Reply::Stream(stream) if call.json_only => {
                 // Only the final response (or the error that ends the call) is sent on `tx`;
                 // nothing is sent when the client cancelled the call.
-                let id = call.downstream_id.clone();
+                let cancelled = call.error(
+                    jsonrpc::REQUEST_CANCELLED,
+                    "request cancelled by the client",
+                    Outcome::Cancelled,
+                );
                 let (tx, mut rx) = mpsc::channel(1);
                 let relay = relay::run(call, stream, tx, deadline, in_flight.cancelled);
                 let (_, last) = tokio::join!(relay, rx.recv());
-                match last {
-                    Some(message) => Answer::ok(message),
-                    None => Answer::error_with_data(
-                        StatusCode::OK,
-                        &id,
-                        jsonrpc::REQUEST_CANCELLED,
-                        "request cancelled by the client",
-                        json!({ "outcome": Outcome::Cancelled.as_label(), "retryable": true }),
-                    ),
-                }
+                last.map_or(cancelled, Answer::ok)
             }
             Reply::Stream(stream) => {
                 let (tx, rx) = mpsc::channel(STREAM_BUFFER);

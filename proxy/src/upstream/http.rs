@@ -38,11 +38,11 @@ pub struct HttpUpstream {
     url: reqwest::Url,
 }
 
-/// Shows the URL with its userinfo redacted ([`super::endpoint::redacted`]).
+/// Shows the URL as [`HttpUpstream::shown_url`] does.
 impl std::fmt::Debug for HttpUpstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpUpstream")
-            .field("url", &super::endpoint::redacted(&self.url).as_str())
+            .field("url", &self.shown_url().as_str())
             .finish_non_exhaustive()
     }
 }
@@ -95,6 +95,17 @@ impl HttpUpstream {
     /// The endpoint URL.
     pub fn url(&self) -> &reqwest::Url {
         &self.url
+    }
+
+    /// The endpoint URL as logs may show it: a user name and password in it (userinfo) are
+    /// replaced by `redacted`, so they never reach a log line.
+    pub fn shown_url(&self) -> reqwest::Url {
+        let mut shown = self.url.clone();
+        if !shown.username().is_empty() || shown.password().is_some() {
+            let _ = shown.set_password(None);
+            let _ = shown.set_username("redacted");
+        }
+        shown
     }
 
     /// POSTs one JSON-RPC message; returns the reply and the `Mcp-Session-Id` response header.
@@ -283,4 +294,32 @@ fn sse_messages(response: reqwest::Response) -> BoxStream<'static, Result<Value,
             }
         })
         .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn shown(url: &str) -> String {
+        crate::install_crypto_provider();
+        HttpUpstream::new(url, Duration::from_secs(1), &[])
+            .expect("upstream")
+            .shown_url()
+            .to_string()
+    }
+
+    #[test]
+    fn userinfo_in_the_upstream_url_is_redacted_for_display() {
+        assert_eq!(
+            shown("http://admin:s3cr3t@127.0.0.1:3001/mcp"),
+            "http://redacted@127.0.0.1:3001/mcp"
+        );
+        assert!(!shown("https://tok3n@example.test/mcp").contains("tok3n"));
+        assert_eq!(
+            shown("http://127.0.0.1:3001/mcp"),
+            "http://127.0.0.1:3001/mcp"
+        );
+    }
 }

@@ -1,7 +1,8 @@
 # Berth: the two commands a fresh machine needs (see README.md).
-#   make demo  - local control plane + operator + examples/everything.yaml, then the proxy with
-#                the config the operator rendered, in front of the Node reference server
-#   make test  - format, lint, and every test (unit, proxy end-to-end, cluster)
+#   make demo  - a one-node cluster (kubelet, containerd), `helm install` of the chart, then
+#                examples/everything.yaml with the locally built server image, called through
+#                its Service
+#   make test  - format, lint, and every test (unit, proxy end-to-end, cluster, chart, pods)
 # Heavy builds are cached outside the repository under $(BERTH_CACHE_DIR).
 
 BERTH_CACHE_DIR ?= $(HOME)/.cache/berth

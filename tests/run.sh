@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as `make test` and CI run it, on a machine that has only the
 # toolchains (Rust, Go, Node): installs the MCP peers, builds (cached) and starts the local
-# control plane, then runs format, lint and every test, and stops what it started.
+# control plane, then runs format, lint and every test, and stops what it started. The last
+# stage starts a one-node cluster (kubelet, containerd) and runs Berth's pods on it, from the
+# images built here.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
@@ -12,7 +14,7 @@ step() { printf '\n== %s\n' "$*" >&2; }
 
 step "format and lint"
 cargo fmt --all --check
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --workspace --all-targets --all-features -- -D warnings
 
 step "MCP peers (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
@@ -28,8 +30,16 @@ fi
 
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
-log="$state/cargo-test.log"
-trap 'tests/controlplane/down.sh "$state" >/dev/null 2>&1 || true; rm -rf "$state"' EXIT
+node_state=$(mktemp -d "${TMPDIR:-/tmp}/berth-node.XXXXXX")
+log=$(mktemp "${TMPDIR:-/tmp}/berth-cargo-test.XXXXXX")
+cleanup() {
+  local dir
+  for dir in "$state" "$node_state"; do
+    tests/controlplane/down.sh "$dir" >/dev/null 2>&1 || true
+    rm -rf "$dir"
+  done
+}
+trap cleanup EXIT
 BERTH_CP_MANIFESTS=crds/berth.dev_mcpupstreams.yaml tests/controlplane/up.sh "$state"
 export KUBECONFIG="$state/kubeconfig"
 
@@ -38,6 +48,7 @@ step "tests"
 # alone rebuilds only test targets, and a stale binary from an earlier checkout would be used.
 cargo build --workspace --bins
 cargo test --workspace 2>&1 | tee "$log"
+tests/controlplane/down.sh "$state" >/dev/null
 
 step "chart and alerts (helm, promtool; a control plane of their own)"
 tests/chart/test.sh
@@ -46,7 +57,15 @@ step "images (static binaries, buildah; no Docker engine)"
 if ! command -v buildah >/dev/null; then
   apt-get update -q >/dev/null && apt-get install -y -q buildah >/dev/null
 fi
-images/build.sh
+berth_images=$(images/build.sh | tail -n 1)
+test_images=$(tests/images/build.sh | tail -n 1)
+
+step "real pods: a one-node cluster (kubelet, containerd, kube-proxy) runs Berth's images"
+BERTH_CP_NODE=1 BERTH_CP_IMAGES="$berth_images $test_images" tests/controlplane/up.sh "$node_state" >/dev/null
+chart_tools=$(tests/chart/build.sh | tail -n 1)
+KUBECONFIG="$node_state/kubeconfig" BERTH_NODE_STATE="$node_state" \
+  BERTH_HELM="$chart_tools/helm" BERTH_PROMETHEUS="$chart_tools/prometheus" \
+  cargo test -p berth-tests --features node --test pods --test pods_alerts 2>&1 | tee -a "$log"
 
 # One closing line over every cargo test binary (each prints its own `test result:` line).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -164,6 +164,7 @@ impl ProxyConfig {
         self.session.idle_timeout()?;
         self.timeouts.call()?;
         self.timeouts.max_call()?;
+        self.timeouts.drain()?;
         self.tools_probe.interval()?;
         let max_sessions = u64::from(self.session.max_sessions);
         if !(MAX_SESSIONS_MIN..=MAX_SESSIONS_MAX).contains(&max_sessions) {
@@ -449,6 +450,17 @@ pub struct TimeoutsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) <= duration('168h')", "message": "spec.timeouts.maxCall must be at most 168h"}]))]
     pub max_call: Option<DurationString>,
+    /// How long the proxy keeps serving after it is told to stop (the kubelet's SIGTERM when a
+    /// pod is deleted or rolled), e.g. `5s`. During the drain `/readyz` answers 503
+    /// `draining`, so the pod leaves its Service's endpoints while it still accepts
+    /// connections. Then the proxy stops accepting, ends standalone GET streams (clients
+    /// reconnect to another pod), lets in-flight requests finish, and only then closes the
+    /// upstream session. The operator sets the pod's `terminationGracePeriodSeconds` to
+    /// `drain` plus `maxCall` (or `call`) plus 5 s, so in-flight calls can finish. `0s` stops
+    /// accepting at once. Default `5s`, at most `5m`.
+    #[serde(default = "default_drain")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('0s') && duration(self) <= duration('5m')", "message": "spec.timeouts.drain must be at least 0s and at most 5m"}]))]
+    pub drain: DurationString,
 }
 
 impl Default for TimeoutsSpec {
@@ -457,6 +469,7 @@ impl Default for TimeoutsSpec {
             connect: default_connect(),
             call: default_call(),
             max_call: None,
+            drain: default_drain(),
         }
     }
 }
@@ -476,6 +489,32 @@ impl TimeoutsSpec {
     /// [`ProxyConfigError::Duration`] when `call` does not parse or is zero.
     pub fn call(&self) -> Result<Duration, ProxyConfigError> {
         parse_positive("timeouts.call", &self.call)
+    }
+
+    /// How long the proxy keeps serving after a stop request while it reports not ready
+    /// (at most [`MAX_DRAIN`]).
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `drain` does not parse or is above [`MAX_DRAIN`].
+    pub fn drain(&self) -> Result<Duration, ProxyConfigError> {
+        let drain = parse_field("timeouts.drain", &self.drain)?;
+        if drain > MAX_DRAIN {
+            return Err(ProxyConfigError::OutOfRange {
+                field: "timeouts.drain",
+                value: drain.as_secs(),
+                min: 0,
+                max: MAX_DRAIN.as_secs(),
+            });
+        }
+        Ok(drain)
+    }
+
+    /// The longest a forwarded request can run: `maxCall` when set, else `call`.
+    ///
+    /// # Errors
+    /// As [`Self::call`] and [`Self::max_call`].
+    pub fn longest_call(&self) -> Result<Duration, ProxyConfigError> {
+        Ok(self.max_call()?.unwrap_or(self.call()?))
     }
 
     /// The hard cap for requests that report progress, if set (at least the `call` budget).
@@ -545,6 +584,13 @@ fn default_connect() -> DurationString {
 fn default_call() -> DurationString {
     DurationString::new("60s")
 }
+
+fn default_drain() -> DurationString {
+    DurationString::new("5s")
+}
+
+/// Longest `timeouts.drain` accepted.
+pub const MAX_DRAIN: Duration = Duration::from_secs(300);
 
 #[cfg(test)]
 mod tests {

@@ -60,7 +60,9 @@ async fn upstream(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
 }
 
 async fn readyz(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
-    if proxy.upstream.is_ready() {
+    if proxy.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining".to_owned())
+    } else if proxy.upstream.is_ready() {
         (StatusCode::OK, "ready".to_owned())
     } else {
         (

@@ -1,7 +1,14 @@
 //! Wiring: the shared [`Proxy`] state, the two listeners, and orderly shutdown.
+//!
+//! Shutdown runs in order (issue 11, rolling updates lose nothing): [`RunningProxy::drain`]
+//! first reports not ready (`/readyz` 503 `draining`) while still serving for
+//! `timeouts.drain`; then both listeners stop accepting, standalone GET streams end and
+//! in-flight requests finish; only after both servers have ended do the upstream session, the
+//! stdio children and the background tasks stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
@@ -63,8 +70,11 @@ pub struct Proxy {
     pub max_call: Option<Duration>,
     /// `timeouts.connect`.
     pub connect_budget: Duration,
-    /// Fires when the proxy shuts down; long-lived streams end with it.
+    /// Fires when the proxy stops serving; long-lived streams end with it. The upstream session
+    /// outlives it until in-flight requests have finished.
     pub shutdown: CancellationToken,
+    /// Set when a drain began ([`RunningProxy::drain`]): `/readyz` answers 503 `draining`.
+    pub draining: AtomicBool,
     /// `session.strategy`.
     pub strategy: SessionStrategy,
     /// `tools`: which upstream tools clients may see and call.
@@ -114,16 +124,37 @@ pub struct RunningProxy {
     /// The shared state (for tests and embedding).
     pub proxy: Arc<Proxy>,
     shutdown: CancellationToken,
+    drain: Duration,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningProxy {
-    /// Stops serving, closes the upstream session, and waits for the servers to end.
+    /// Stops serving (in-flight requests finish), then closes the upstream session, and waits
+    /// for all of it to end.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
         for task in self.tasks {
             let _ = task.await;
         }
+    }
+
+    /// What the kubelet's SIGTERM starts: reports not ready at once and keeps serving for
+    /// `timeouts.drain` (so the pod leaves its Service's endpoints first), then
+    /// [`Self::shutdown`]. Returns early into the shutdown if the proxy is stopped meanwhile.
+    ///
+    /// Cancellation safety: dropping the future leaves the proxy draining but serving.
+    pub async fn drain(self) {
+        self.proxy.draining.store(true, Ordering::Relaxed);
+        tracing::info!(
+            drain_ms = self.drain.as_millis() as u64,
+            "draining: not ready, still serving"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(self.drain) => {}
+            () = self.shutdown.cancelled() => {}
+        }
+        tracing::info!("drain over: no new connections; waiting for in-flight requests");
+        self.shutdown().await;
     }
 
     /// Waits until `shutdown` fires or a server ends.
@@ -186,8 +217,11 @@ pub async fn start_on(
     let call_budget = config.timeouts.call()?;
     let max_call = config.timeouts.max_call()?;
     let idle_timeout = config.session.idle_timeout()?;
+    let drain = config.timeouts.drain()?;
     let (downstream_token, sessions) = downstream_secrets(config, env, idle_timeout)?;
+    // `shutdown` stops the listeners; `upstream_stop` everything behind them, once they ended.
     let shutdown = CancellationToken::new();
+    let upstream_stop = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
     let endpoint = endpoint(config, env, connect_budget, &metrics)?;
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
@@ -204,6 +238,7 @@ pub async fn start_on(
         settings,
         Arc::clone(&metrics),
         server_messages,
+        upstream_stop.clone(),
         shutdown.clone(),
     );
     let proxy = Arc::new(Proxy {
@@ -215,6 +250,7 @@ pub async fn start_on(
         max_call,
         connect_budget,
         shutdown: shutdown.clone(),
+        draining: AtomicBool::new(false),
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         max_sessions: config.session.max_sessions as usize,
@@ -223,7 +259,7 @@ pub async fn start_on(
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
-    let mut tasks = vec![
+    let servers = [
         serve(
             mcp,
             crate::front::router(Arc::clone(&proxy)),
@@ -234,20 +270,29 @@ pub async fn start_on(
             crate::admin::router(Arc::clone(&proxy)),
             shutdown.clone(),
         ),
+    ];
+    let stop_behind = upstream_stop.clone();
+    let mut tasks = vec![
+        tokio::spawn(async move {
+            for server in servers {
+                let _ = server.await;
+            }
+            stop_behind.cancel();
+        }),
         tokio::spawn(expire_sessions(
             Arc::clone(&proxy),
             idle_timeout,
-            shutdown.clone(),
+            upstream_stop.clone(),
         )),
         tokio::spawn(crate::fanout::run(
             Arc::clone(&proxy),
             server_messages_rx,
-            shutdown.clone(),
+            upstream_stop.clone(),
         )),
     ];
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.
-        let stop = shutdown.clone();
+        let stop = upstream_stop.clone();
         tasks.push(tokio::spawn(async move {
             stop.cancelled().await;
             stdio.shutdown().await;
@@ -259,6 +304,7 @@ pub async fn start_on(
         admin_addr,
         proxy,
         shutdown,
+        drain,
         tasks,
     })
 }

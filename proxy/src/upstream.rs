@@ -71,13 +71,15 @@ pub struct UpstreamSettings {
 impl Upstream {
     /// Creates the upstream and starts its supervisor, which runs until `shutdown` fires and
     /// then closes the session. Messages the upstream sends on its standalone stream go to
-    /// `server_messages`.
+    /// `server_messages`. A supervisor that gives up on a crash-looping stdio child cancels
+    /// `stop_proxy` (field case BR-34).
     pub fn spawn(
         endpoint: Endpoint,
         settings: UpstreamSettings,
         metrics: Arc<Metrics>,
         server_messages: mpsc::Sender<Value>,
         shutdown: CancellationToken,
+        stop_proxy: CancellationToken,
     ) -> Arc<Self> {
         let UpstreamSettings {
             connect_budget,
@@ -104,7 +106,7 @@ impl Upstream {
             server_messages,
             metrics,
         });
-        tokio::spawn(Arc::clone(&upstream).supervise(shutdown));
+        tokio::spawn(Arc::clone(&upstream).supervise(shutdown, stop_proxy));
         upstream
     }
 

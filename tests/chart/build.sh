@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the chart test tools (helm, promtool) from the pinned Go modules in
-# tools/helm and tools/promtool into a cache directory outside the repository:
+# Builds the chart test tools (helm, promtool, and the Prometheus server that the pod tests run
+# against the one-node cluster) from the pinned Go modules in tools/helm and tools/promtool into
+# a cache directory outside the repository:
 #
 #   ${BERTH_CACHE_DIR:-$HOME/.cache/berth}/chart-tools/<key>/bin/
 #
@@ -31,7 +32,7 @@ hash=$({ echo "recipe=$recipe $(uname -sm)"; cat "$here"/tools/helm/go.mod "$her
 key="helm-${helm_version}_prometheus-${prom_version}_${hash}"
 key_dir="${BERTH_CACHE_DIR:-$HOME/.cache/berth}/chart-tools/$key"
 bin_dir="$key_dir/bin"
-bins=(helm promtool)
+bins=(helm promtool prometheus)
 
 have_all() { local b; for b in "${bins[@]}"; do [[ -x $bin_dir/$b ]] || return 1; done; }
 
@@ -73,10 +74,11 @@ log "building helm $helm_version ($($go env GOVERSION))"
 # Prometheus tags its Go module v0.3XX.Y for release v3.XX.Y.
 mm=${prom_version#v0.}; mm=${mm%%.*}; patch=${prom_version##*.}
 prom_release="${mm:0:1}.$(( 10#${mm:1} )).$patch"
-log "building promtool $prom_version (Prometheus $prom_release; slow when cold)"
+# The server without its web UI assets (no `builtinassets` tag): the tests use its HTTP API.
+log "building promtool and prometheus $prom_version (Prometheus $prom_release; slow when cold)"
 (cd "$here/tools/promtool" && "$go" build -mod=readonly -trimpath \
   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prom_release -X github.com/prometheus/common/version.Branch=gomod" \
-  -o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool)
+  -o "$tmp/" github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus)
 
 # Each rename is atomic, so readers never see a half-written binary.
 for b in "${bins[@]}"; do mv -f "$tmp/$b" "$bin_dir/$b"; done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the local test control plane (etcd, kube-apiserver,
-# kube-controller-manager, kubectl) from the pinned Go modules in k8s/ and
-# etcd/ into a cache directory outside the repository:
+# Builds the local test cluster's Kubernetes parts (etcd, kube-apiserver,
+# kube-controller-manager, kubectl, and for the node kube-scheduler, kubelet,
+# kube-proxy) from the pinned Go modules in k8s/ and etcd/ into a cache
+# directory outside the repository:
 #
 #   ${BERTH_CACHE_DIR:-$HOME/.cache/berth}/controlplane/<key>/bin/
 #
@@ -29,7 +30,7 @@ hash=$({ echo "recipe=$recipe $(uname -sm)"; cat "$here"/k8s/go.mod "$here"/k8s/
 key="k8s-${k8s_version}_etcd-${etcd_version}_${hash}"
 key_dir="${BERTH_CACHE_DIR:-$HOME/.cache/berth}/controlplane/$key"
 bin_dir="$key_dir/bin"
-bins=(etcd kube-apiserver kube-controller-manager kubectl)
+bins=(etcd kube-apiserver kube-controller-manager kubectl kube-scheduler kubelet kube-proxy)
 
 have_all() { local b; for b in "${bins[@]}"; do [[ -x $bin_dir/$b ]] || return 1; done; }
 
@@ -70,11 +71,14 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$k8s_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitCommit= -X $pkg.gitTreeState=clean -X $pkg.buildDate=$build_date"
 done
-log "building kube-apiserver, kube-controller-manager, kubectl $k8s_version (slow when cold)"
+log "building ${bins[*]:1} $k8s_version (slow when cold)"
 (cd "$here/k8s" && "$go" build -mod=readonly -trimpath -ldflags "$ldflags" -o "$tmp/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl)
+  k8s.io/kubernetes/cmd/kubectl \
+  k8s.io/kubernetes/cmd/kube-scheduler \
+  k8s.io/kubernetes/cmd/kubelet \
+  k8s.io/kubernetes/cmd/kube-proxy)
 
 # Each rename is atomic, so readers never see a half-written binary.
 for b in "${bins[@]}"; do mv -f "$tmp/$b" "$bin_dir/$b"; done

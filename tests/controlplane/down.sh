@@ -5,7 +5,9 @@
 # STATE_DIR/pids, in reverse start order (TERM, then KILL after
 # BERTH_CP_STOP_GRACE seconds, default 10). Only PIDs from that file whose
 # command line refers to STATE_DIR are signalled. Idempotent; keeps the
-# state (logs, data) so it can be inspected.
+# state (logs, data) so it can be inspected. A cluster with a node (up.sh with
+# BERTH_CP_NODE=1) also loses its containers, mounts, pod cgroups and network
+# namespace (node.sh, node_teardown).
 set -euo pipefail
 
 me=down.sh
@@ -17,3 +19,8 @@ state=$(cd "$1" && pwd -P)
 source "$here/lib.sh"
 
 stop_all
+if [[ -f $state/netns ]]; then
+  # shellcheck source=node.sh
+  source "$here/node.sh"
+  node_teardown
+fi

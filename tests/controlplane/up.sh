@@ -6,6 +6,14 @@
 # ports, so several instances (different STATE_DIRs) can run at once.
 # No scheduler and no kubelet: Pods are created but stay Pending.
 #
+# With BERTH_CP_NODE=1 the cluster also gets a real node (node.sh): the
+# scheduler, a kubelet, kube-proxy and containerd, so pods run. The whole
+# cluster then lives in a network namespace of its own and the API server
+# listens on the node's address there (pods must reach it); one such cluster
+# runs on a machine at a time, as root. BERTH_CP_IMAGES names the image
+# archives to import (the sandbox image among them); their digests are listed
+# in STATE_DIR/images.
+#
 # STATE_DIR receives: pki/ (certificates), etcd/ (data), *.log, pids,
 # kubeconfig (admin, certificates embedded) and env (shell exports).
 # Prints the kubeconfig path on stdout. Stop it with down.sh STATE_DIR.
@@ -14,7 +22,7 @@
 # BERTH_CP_MANIFESTS (optional file/dir applied before the controller manager
 # starts, e.g. CRDs; see below), BERTH_CP_SERVICE_CIDR (Service IP range,
 # default 10.0.0.0/24; the operator bench needs more than 254 Services),
-# BERTH_CACHE_DIR (see build.sh).
+# BERTH_CP_NODE, BERTH_CP_IMAGES (above), BERTH_CACHE_DIR (see build.sh).
 set -euo pipefail
 
 me=up.sh
@@ -27,6 +35,14 @@ source "$here/lib.sh"
 timeout=${BERTH_CP_TIMEOUT:-120}
 command -v openssl >/dev/null || { log "openssl is required"; exit 1; }
 command -v curl >/dev/null || { log "curl is required"; exit 1; }
+node=${BERTH_CP_NODE:-0}
+api_addr=127.0.0.1 in_ns=() service_cidr=${BERTH_CP_SERVICE_CIDR:-10.0.0.0/24} service_ip=10.0.0.1
+if [[ $node == 1 ]]; then
+  # shellcheck source=node.sh
+  source "$here/node.sh"
+  api_addr=$node_ip in_ns=(nsenter --net="/run/netns/$node_netns")
+  service_cidr=$node_service_cidr service_ip=$node_service_ip
+fi
 
 # Refuse to start over a running instance.
 if [[ -f $state/pids ]]; then
@@ -38,6 +54,11 @@ if [[ -f $state/pids ]]; then
   done < "$state/pids"
 fi
 # Fresh state each time; only remove what this script creates.
+if [[ $node == 1 ]]; then
+  node_preflight || exit 1
+  node_teardown
+  rm -rf "$node_dir" "$state/images"
+fi
 rm -rf "$state/etcd" "$state/pki" "$state/flexvolume" "$state/pids" "$state/kubeconfig" "$state/env" \
   "$state/etcd.log" "$state/kube-apiserver.log" "$state/kube-controller-manager.log"
 
@@ -54,6 +75,7 @@ on_exit() {
     tail -n 40 "$failed_log" >&2
   fi
   stop_all
+  [[ $node == 1 ]] && node_teardown
   log "failed"
 }
 trap on_exit EXIT
@@ -83,7 +105,7 @@ mkdir -p "$pki" && chmod 700 "$pki"
     "basicConstraints=critical,CA:FALSE" \
     "keyUsage=critical,digitalSignature,keyEncipherment" \
     "extendedKeyUsage=serverAuth" \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc")"
+    "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$api_addr,IP:$service_ip,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc")"
   sign admin "/O=system:masters/CN=admin" "$(printf '%s\n' \
     "basicConstraints=critical,CA:FALSE" \
     "keyUsage=critical,digitalSignature,keyEncipherment" \
@@ -91,6 +113,7 @@ mkdir -p "$pki" && chmod 700 "$pki"
   # Service-account token signing key pair.
   key sa.key
   openssl pkey -in sa.key -pubout -out sa.pub 2>/dev/null
+  if [[ $node == 1 ]]; then node_certs; fi
 )
 
 # --- Ports --------------------------------------------------------------------
@@ -113,35 +136,41 @@ pick_port() {
 }
 
 b64() { base64 < "$1" | tr -d '\n'; }
+# write_kubeconfig [NAME]: STATE_DIR/kubeconfig with the admin certificate, or
+# STATE_DIR/NAME.kubeconfig with pki/NAME.crt.
 write_kubeconfig() {
-  cat > "$state/kubeconfig" <<EOF
+  local user=${1:-admin} file=$state/${1:+$1.}kubeconfig
+  cat > "$file" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
 - name: berth-test
   cluster:
-    server: https://127.0.0.1:$api_port
+    server: https://$api_addr:$api_port
     certificate-authority-data: $(b64 "$pki/ca.crt")
 users:
-- name: admin
+- name: $user
   user:
-    client-certificate-data: $(b64 "$pki/admin.crt")
-    client-key-data: $(b64 "$pki/admin.key")
+    client-certificate-data: $(b64 "$pki/$user.crt")
+    client-key-data: $(b64 "$pki/$user.key")
 contexts:
 - name: berth-test
   context:
     cluster: berth-test
-    user: admin
+    user: $user
 current-context: berth-test
 EOF
-  chmod 600 "$state/kubeconfig"
+  chmod 600 "$file"
 }
 
 # start NAME ARGS...: run $bin/NAME in the background, log to NAME.log, record
 # the PID. stdin/stdout are detached so callers capturing our output don't hang.
-start() {
-  local name=$1; shift
-  "$bin/$name" "$@" < /dev/null >> "$state/$name.log" 2>&1 &
+start() { local name=$1; shift; start_at "$bin/$name" "$name" "$@"; }
+# start_at PATH NAME ARGS...: the same for the program at PATH (inside the
+# node's network namespace when there is one).
+start_at() {
+  local path=$1 name=$2; shift 2
+  "${in_ns[@]}" "$path" "$@" < /dev/null >> "$state/$name.log" 2>&1 &
   echo "$name $!" >> "$state/pids"
   last_pid=$!
 }
@@ -167,13 +196,13 @@ wait_until() {
   done
 }
 
-etcd_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
+etcd_healthy() { "${in_ns[@]}" curl -sf --max-time 2 "http://127.0.0.1:$etcd_port/health" | grep -q '"health":"true"'; }
 apiserver_ready() {
   [[ $(curl -sf --max-time 2 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
-    "https://127.0.0.1:$api_port/readyz") == ok ]]
+    "https://$api_addr:$api_port/readyz") == ok ]]
 }
 # The KCM serves a self-signed certificate; /healthz needs no credentials.
-kcm_healthy() { [[ $(curl -sfk --max-time 2 "https://127.0.0.1:$kcm_port/healthz") == ok ]]; }
+kcm_healthy() { [[ $("${in_ns[@]}" curl -sfk --max-time 2 "https://127.0.0.1:$kcm_port/healthz") == ok ]]; }
 
 # preload: apply $BERTH_CP_MANIFESTS (file or dir) and wait until all CRDs
 # are established and served by discovery.
@@ -201,6 +230,7 @@ preload() {
 start_all() {
   pick_port etcd_port; pick_port peer_port; pick_port api_port; pick_port kcm_port
   write_kubeconfig
+  if [[ $node == 1 ]]; then write_kubeconfig kubelet; write_kubeconfig kube-proxy; write_kubeconfig kube-scheduler; fi
   log "ports: etcd=$etcd_port peer=$peer_port apiserver=$api_port kcm=$kcm_port"
 
   local etcd_url="http://127.0.0.1:$etcd_port" peer_url="http://127.0.0.1:$peer_port"
@@ -219,15 +249,23 @@ start_all() {
   # ServiceAccount admission stays enabled (as in real clusters): the KCM
   # creates each namespace's "default" ServiceAccount, and the plugin retries
   # its lookup for a moment while a new namespace gets one.
+  # With a node the API server listens on the node's address, which pods reach;
+  # the "kubernetes" Service then has that endpoint, the kubelet is reached
+  # with the admin certificate, and nodes are authorized as nodes.
+  local node_flags=(--endpoint-reconciler-type=none --authorization-mode=RBAC)
+  if [[ $node == 1 ]]; then
+    node_flags=(--authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction
+      --kubelet-client-certificate="$pki/admin.crt" --kubelet-client-key="$pki/admin.key"
+      --kubelet-certificate-authority="$pki/ca.crt" --kubelet-preferred-address-types=InternalIP)
+  fi
   start kube-apiserver \
     --etcd-servers="$etcd_url" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
-    --endpoint-reconciler-type=none \
+    --bind-address="$api_addr" --advertise-address="$api_addr" --secure-port="$api_port" \
+    "${node_flags[@]}" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" \
     --client-ca-file="$pki/ca.crt" \
-    --authorization-mode=RBAC \
-    --service-cluster-ip-range="${BERTH_CP_SERVICE_CIDR:-10.0.0.0/24}" \
-    --service-account-issuer="https://127.0.0.1:$api_port" \
+    --service-cluster-ip-range="$service_cidr" \
+    --service-account-issuer="https://$api_addr:$api_port" \
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
     --allow-privileged=true
@@ -254,8 +292,10 @@ start_all() {
     --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
     --flex-volume-plugin-dir="$state/flexvolume"
   wait_until kube-controller-manager "$last_pid" kcm_healthy || return
+  if [[ $node == 1 ]]; then node_start || return; fi
 }
 
+[[ $node == 1 ]] && node_network
 for attempt in 1 2 3; do
   rc=0
   start_all || rc=$?
@@ -273,10 +313,17 @@ done
 cat > "$state/env" <<EOF
 export KUBECONFIG='$state/kubeconfig'
 export BERTH_CP_BIN='$bin'
-export BERTH_CP_SERVER='https://127.0.0.1:$api_port'
+export BERTH_CP_SERVER='https://$api_addr:$api_port'
 EOF
+if [[ $node == 1 ]]; then
+  cat >> "$state/env" <<EOF
+export BERTH_CP_NETNS='$node_netns'
+export BERTH_CP_NODE_IP='$node_ip'
+export BERTH_CP_CTR='$runtime/bin/ctr --address $node_dir/containerd/containerd.sock -n k8s.io'
+EOF
+fi
 ok=1
-log "control plane up in $(($(date +%s) - t0))s: https://127.0.0.1:$api_port"
+log "control plane up in $(($(date +%s) - t0))s: https://$api_addr:$api_port"
 log "  export KUBECONFIG=$state/kubeconfig"
 log "  kubectl: $bin/kubectl   (or: source $state/env)"
 log "  stop:    $here/down.sh $state"

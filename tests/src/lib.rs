@@ -1,12 +1,15 @@
 //! End-to-end test harness: real MCP servers on loopback, the proxy in-process, a counting tap
-//! between them, and (in `cluster`) the real local control plane with the operator.
+//! between them, (in `cluster`) the real local control plane with the operator, and (in `node`)
+//! the one-node cluster whose kubelet runs Berth's pods.
 //!
 //! Everything binds 127.0.0.1 only. Every wait has a deadline.
 
 pub mod cluster;
 pub mod fault;
 pub mod nginx;
+pub mod node;
 pub mod peers;
+pub mod prometheus;
 pub mod proxy;
 pub mod rmcp_client;
 pub mod stdio;

@@ -402,3 +402,65 @@ fn client_messages_since(tap: &tap::Running, before: usize) -> Vec<tap::Entry> {
         .cloned()
         .collect()
 }
+
+/// A rolling update loses no call (issue 11): on SIGTERM the proxy reports not ready at once,
+/// keeps serving new clients for `timeouts.drain`, then stops accepting, and a call in flight
+/// across all of it still gets its result (the upstream session outlives the listeners).
+#[tokio::test]
+async fn proxy_drain_reports_not_ready_keeps_serving_then_finishes_in_flight_calls() {
+    let server = peers::everything().await;
+    let mut settings = config(&server.url, "60s");
+    settings.timeouts.drain = berth_crds::DurationString::new("1s");
+    let proxy = start_ready(&settings).await;
+    let (url, admin) = (mcp_url(&proxy), proxy.admin_addr);
+    let client = rmcp_client::connect(&url).await;
+    let slow = tokio::spawn(async move {
+        let args = json!({ "duration": 3, "steps": 3 });
+        let result = rmcp_client::call_tool(&client, "trigger-long-running-operation", args).await;
+        (client, result)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let drain = tokio::spawn(proxy.drain());
+
+    let readyz = reqwest::get(format!("http://{admin}/readyz"))
+        .await
+        .expect("readyz");
+    assert_eq!(
+        readyz.status(),
+        503,
+        "not ready as soon as the drain begins"
+    );
+    assert_eq!(readyz.text().await.expect("body"), "draining");
+    let late = rmcp_client::connect(&url).await;
+    let echoed =
+        rmcp_client::call_tool(&late, "echo", json!({ "message": "during the drain" })).await;
+    assert_ne!(
+        echoed.is_error,
+        Some(true),
+        "served during the drain: {echoed:?}"
+    );
+    drop(late);
+
+    let refused = berth_tests::wait_for("the listener to close", Duration::from_secs(5), || {
+        let url = url.clone();
+        async move {
+            let reply = reqwest::Client::new().post(&url).body("{}").send().await;
+            reply.err().filter(reqwest::Error::is_connect).map(|_| ())
+        }
+    });
+    refused.await;
+    let (client, result) = slow.await.expect("the in-flight call's task");
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let text = serde_json::to_value(&result.content)
+        .expect("content json")
+        .to_string();
+    assert!(
+        text.contains("completed"),
+        "the in-flight call got its result: {text}"
+    );
+    drop(client);
+    tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .expect("shutdown ends once the call finished")
+        .expect("drain task");
+}

@@ -14,7 +14,9 @@
 //! - the proxy gets the session key ([`super::secret`]), the client token
 //!   (`spec.proxy.auth`) and Secret-backed upstream headers as environment variables;
 //! - `spec.pod` overrides (scheduling, extra labels and annotations) are merged in, the
-//!   operator's own labels and annotation always winning ([`super::pod`]).
+//!   operator's own labels and annotation always winning ([`super::pod`]);
+//! - `terminationGracePeriodSeconds` covers the proxy's drain and the longest request
+//!   ([`termination_grace_seconds`]), so a rolling update loses no call.
 //!
 //! Not responsible for: the config's content ([`super::config_map`]).
 
@@ -57,6 +59,10 @@ pub const CONFIG_DIR: &str = "/etc/berth";
 pub const RUN_AS_ID: i64 = 65532;
 
 const CONFIG_VOLUME: &str = "config";
+
+/// Time the proxy gets after its drain and its longest request to close the upstream session
+/// and exit, before the kubelet's SIGKILL.
+pub const SHUTDOWN_SLACK: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The Deployment of the McpUpstream `owner`, named after it, with `spec.replicas` pods.
 pub(super) fn deployment(
@@ -135,6 +141,7 @@ fn pod_spec(
         // would only leak into the upstream's environment.
         automount_service_account_token: Some(false),
         enable_service_links: Some(false),
+        termination_grace_period_seconds: Some(termination_grace_seconds(spec)),
         security_context: Some(PodSecurityContext {
             run_as_non_root: Some(true),
             run_as_user: Some(RUN_AS_ID),
@@ -145,6 +152,18 @@ fn pod_spec(
         ..PodSpec::default()
     };
     pod::with_overrides(pod_spec, &spec.pod)
+}
+
+/// The pod's `terminationGracePeriodSeconds`: `timeouts.drain` (the proxy reports not ready
+/// and keeps serving), then `timeouts.maxCall` or `timeouts.call` (in-flight requests finish),
+/// plus [`SHUTDOWN_SLACK`]. The timeouts were checked by validation; one that does not parse
+/// counts as zero.
+pub fn termination_grace_seconds(spec: &McpUpstreamSpec) -> i64 {
+    let timeouts = &spec.timeouts;
+    let total = timeouts.drain().unwrap_or_default()
+        + timeouts.longest_call().unwrap_or_default()
+        + SHUTDOWN_SLACK;
+    i64::try_from(total.as_secs()).unwrap_or(i64::MAX)
 }
 
 /// The upstream MCP server as a native sidecar (for `Stdio`, [`stdio::stdio_host`] reshapes

@@ -300,3 +300,21 @@ fn build_object_without_uid_fails_with_bounded_kind() {
     assert_eq!(err.kind(), "missing_metadata");
     assert!(err.to_string().contains("metadata.uid"), "{err}");
 }
+
+#[test]
+fn build_grace_period_covers_the_drain_and_the_longest_call() {
+    // The example: drain 5s (default), call 60s, no maxCall, plus 5s to close and exit.
+    let children = build_from(&everything());
+    assert_eq!(
+        pod_spec(&children).termination_grace_period_seconds,
+        Some(70)
+    );
+    let mut tuned = everything();
+    tuned.spec.timeouts.drain = berth_crds::DurationString::new("20s");
+    tuned.spec.timeouts.max_call = Some(berth_crds::DurationString::new("10m"));
+    let children = build_from(&tuned);
+    assert_eq!(
+        pod_spec(&children).termination_grace_period_seconds,
+        Some(625)
+    );
+}

@@ -29,7 +29,11 @@ const CLOSE_BUDGET: Duration = Duration::from_secs(2);
 pub const QUICK_FAILURE_WINDOW: Duration = Duration::from_secs(10);
 
 impl Upstream {
-    pub(super) async fn supervise(self: Arc<Self>, shutdown: CancellationToken) {
+    pub(super) async fn supervise(
+        self: Arc<Self>,
+        shutdown: CancellationToken,
+        stop_proxy: CancellationToken,
+    ) {
         let mut backoff = MIN_BACKOFF;
         let mut quick_failures = 0u32;
         let mut first = true;
@@ -44,7 +48,7 @@ impl Upstream {
             };
             self.attempts.send_modify(|n| *n += 1);
             let Some(session) = attempt else {
-                if self.quick_failure(&mut quick_failures, &shutdown) {
+                if self.quick_failure(&mut quick_failures, &stop_proxy) {
                     break;
                 }
                 let wait = tokio::select! {
@@ -94,7 +98,7 @@ impl Upstream {
                     backoff = MIN_BACKOFF;
                     continue;
                 }
-                if self.quick_failure(&mut quick_failures, &shutdown) {
+                if self.quick_failure(&mut quick_failures, &stop_proxy) {
                     break;
                 }
                 let wait = tokio::select! {
@@ -107,8 +111,8 @@ impl Upstream {
     }
 
     /// Counts one quick failure of a stdio child; past `max_quick_failures` in a row, gives up:
-    /// stops the proxy (`shutdown`) and returns true. HTTP upstreams never give up.
-    fn quick_failure(&self, count: &mut u32, shutdown: &CancellationToken) -> bool {
+    /// stops the proxy (`stop_proxy`) and returns true. HTTP upstreams never give up.
+    fn quick_failure(&self, count: &mut u32, stop_proxy: &CancellationToken) -> bool {
         if self.endpoint.stdio().is_none() || self.max_quick_failures == 0 {
             return false;
         }
@@ -122,7 +126,7 @@ impl Upstream {
             "stdio upstream failed too often in a row; stopping the proxy"
         );
         self.gave_up.store(true, Ordering::Relaxed);
-        shutdown.cancel();
+        stop_proxy.cancel();
         true
     }
 

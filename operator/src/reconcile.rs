@@ -154,7 +154,9 @@ enum Outcome {
 ///
 /// Returns [`Action::requeue`] after [`Settings::resync_interval`] (default
 /// [`RESYNC_INTERVAL`]) when applied, and
-/// [`Action::await_change`] for an invalid spec (nothing changes until the user edits it).
+/// [`Action::await_change`] for an invalid spec (nothing changes until the user edits it) and for
+/// an McpUpstream being deleted (nothing is applied or written: the garbage collector removes
+/// the children).
 ///
 /// # Errors
 /// [`Error`] for transient failures; [`error_policy`] schedules the retry.
@@ -165,6 +167,12 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
     let started = Instant::now();
     let name = upstream.name_any();
     let namespace = upstream.namespace().unwrap_or_default();
+    if upstream.metadata.deletion_timestamp.is_some() {
+        // Being deleted: a foreground deletion keeps the object until the garbage collector
+        // has removed its children, and applying them again would fight the collector forever.
+        debug!(%name, %namespace, "being deleted, nothing to apply");
+        return Ok(Action::await_change());
+    }
     let result = tokio::time::timeout(RECONCILE_TIMEOUT, pipeline(&upstream, &ctx))
         .await
         .unwrap_or_else(|_| {

@@ -122,6 +122,24 @@ async fn failing_calls_and_a_dead_upstream_fire_the_chart_alerts_in_a_real_prome
     let prometheus =
         Prometheus::start(&binary, &api_access(), &ns.name, &chart_rule_groups().await).await;
 
+    // The broken proxy never gets an upstream session: pending, then firing after `for`.
+    let pause = || async { tokio::time::sleep(Duration::from_millis(500)).await };
+    let seen = until_alert(
+        &prometheus,
+        "BerthUpstreamNotReady",
+        "broken",
+        Some("firing"),
+        pause,
+    )
+    .await;
+    assert!(seen.contains(&Some("pending".to_owned())), "{seen:?}");
+    assert_eq!(
+        prometheus
+            .alert_state("BerthUpstreamNotReady", &[("mcpupstream", "flaky")])
+            .await,
+        None,
+        "the healthy McpUpstream does not alert"
+    );
     let mcp = rmcp_client::connect(&cluster_ip_url(&ns, "flaky").await).await;
     // Every call fails with a tool error (isError: true) while the pods stay Ready.
     let seen = until_alert(
@@ -155,23 +173,6 @@ async fn failing_calls_and_a_dead_upstream_fire_the_chart_alerts_in_a_real_prome
     .await;
     mcp.cancel().await.expect("client closes");
 
-    let pause = || async { tokio::time::sleep(Duration::from_millis(500)).await };
-    let seen = until_alert(
-        &prometheus,
-        "BerthUpstreamNotReady",
-        "broken",
-        Some("firing"),
-        pause,
-    )
-    .await;
-    assert!(seen.contains(&Some("pending".to_owned())), "{seen:?}");
-    assert_eq!(
-        prometheus
-            .alert_state("BerthUpstreamNotReady", &[("mcpupstream", "flaky")])
-            .await,
-        None,
-        "the healthy McpUpstream does not alert"
-    );
     // Fixed: the new pod's proxy holds an upstream session and the old pod is gone.
     let fix = json!({ "spec": { "upstream": { "path": "/mcp" } } });
     upstreams

@@ -503,3 +503,20 @@ async fn reconcile_optional_children_are_applied_once_then_steady() {
         .expect("second reconcile");
     assert_eq!(fake.writes().len(), 7, "no write at steady state");
 }
+
+#[tokio::test]
+async fn reconcile_upstream_being_deleted_applies_and_writes_nothing() {
+    // `kubectl delete --cascade=foreground`: the McpUpstream stays, with a deletionTimestamp,
+    // until the garbage collector removed its children; re-applying them would fight it.
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    let mut upstream = (*everything(None)).clone();
+    upstream.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            "2030-01-01T00:00:00Z".parse().expect("timestamp"),
+        ));
+    reconcile(Arc::new(upstream), ctx.clone())
+        .await
+        .expect("reconcile");
+    assert!(fake.writes().is_empty(), "{:?}", fake.writes());
+}

@@ -285,16 +285,25 @@ pub async fn the_pod(ns: &TestNamespace, name: &str) -> Pod {
     .await
 }
 
-/// `http://<ClusterIP>:<port>/mcp` of the McpUpstream's Service.
+/// `http://<ClusterIP>:<port>/mcp` of the McpUpstream's Service, once kube-proxy routes it: a
+/// Service whose pods just became ready can take kube-proxy a moment (its next rule sync) to
+/// reach, and until then a connection is refused.
 ///
 /// # Panics
-/// When the Service does not exist or has no ClusterIP.
+/// When the Service does not exist, has no ClusterIP, or does not accept a connection within
+/// [`STATUS_DEADLINE`].
 pub async fn cluster_ip_url(ns: &TestNamespace, name: &str) -> String {
     let service = ns.api::<Service>().get(name).await.expect("the Service");
     let spec = service.spec.expect("Service spec");
     let ip = spec.cluster_ip.expect("a ClusterIP");
     let port = spec.ports.expect("ports")[0].port;
-    format!("http://{ip}:{port}/mcp")
+    let addr = format!("{ip}:{port}");
+    wait_for("kube-proxy to route the ClusterIP", STATUS_DEADLINE, || {
+        let addr = addr.clone();
+        async move { tokio::net::TcpStream::connect(&addr).await.ok().map(|_| ()) }
+    })
+    .await;
+    format!("http://{addr}/mcp")
 }
 
 /// An McpUpstream `name` of the Node reference server from the locally built image, pinned by

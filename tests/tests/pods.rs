@@ -211,7 +211,6 @@ async fn upstream_killed_in_the_pod_is_restarted_by_the_kubelet_and_calls_recove
     let ready = [("Ready", "True"), ("UpstreamReady", "True")];
     eventually_conditions(&upstreams, "victim", &ready, READY_DEADLINE).await;
     let pod = the_pod(&ns, "victim").await;
-    let url = cluster_ip_url(&ns, "victim").await;
 
     let killed_at = k8s_openapi::jiff::Timestamp::now();
     node::kill_container(&pod, "upstream").await;
@@ -246,7 +245,7 @@ async fn upstream_killed_in_the_pod_is_restarted_by_the_kubelet_and_calls_recove
     );
     eventually_conditions(&upstreams, "victim", &ready, STATUS_DEADLINE).await;
 
-    let mcp = rmcp_client::connect(&url).await;
+    let mcp = rmcp_client::connect(&cluster_ip_url(&ns, "victim").await).await;
     let echoed =
         rmcp_client::call_tool(&mcp, "echo", json!({ "message": "after the crash" })).await;
     assert_ne!(echoed.is_error, Some(true), "{echoed:?}");

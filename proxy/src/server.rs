@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -411,11 +412,19 @@ fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, St
     })
 }
 
+/// Serves `router` on `listener` until `shutdown`, with `TCP_NODELAY` on every accepted
+/// connection: without it a response head and its first SSE event, written separately, wait
+/// for the client's delayed ACK, about 40 ms per call for common clients (issue 12, item 0).
 fn serve(
     listener: TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "failed to set TCP_NODELAY on an accepted connection");
+        }
+    });
     tokio::spawn(async move {
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(shutdown.cancelled_owned())

@@ -88,7 +88,12 @@ pub async fn python_server() -> Peer {
     serve_on_free_port(command, "the Python MCP server").await
 }
 
-fn python_interpreter() -> PathBuf {
+/// The Python interpreter of the peer venv (`BERTH_PYTHON`, else the path
+/// `tests/peers/python/install.sh` recorded under the cache directory).
+///
+/// # Panics
+/// When neither is set up.
+pub fn python_interpreter() -> PathBuf {
     if let Some(python) = std::env::var_os("BERTH_PYTHON") {
         return python.into();
     }

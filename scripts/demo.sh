@@ -38,7 +38,7 @@ step "a one-node cluster: control plane, kubelet, kube-proxy, containerd"
 BERTH_CP_NODE=1 BERTH_CP_IMAGES="$berth_images $test_images" tests/controlplane/up.sh "$work/cluster" >/dev/null
 export KUBECONFIG="$work/cluster/kubeconfig"
 kubectl="$(tests/controlplane/build.sh | tail -n 1)/kubectl"
-helm="$(tests/chart/build.sh | tail -n 1)/helm"
+helm="$(tests/chart/build.sh helm | tail -n 1)/helm"
 digest() { awk -v ref="$1" '$1 == ref { print $2 }' "$work/cluster/images"; }
 version=$(awk -F'"' '/^appVersion:/ { print $2 }' charts/berth/Chart.yaml)
 
@@ -55,7 +55,8 @@ sed -E "s#^( *image: ).*#\1$image#" examples/everything.yaml | "$kubectl" apply 
 step "an MCP client calls the echo tool through the Service's ClusterIP"
 mcp="http://$("$kubectl" get service everything -o 'jsonpath={.spec.clusterIP}'):8080/mcp"
 hdr=(-H 'content-type: application/json' -H 'accept: application/json, text/event-stream')
-session=$(curl -fsS -D - -o /dev/null "${hdr[@]}" "$mcp" -d \
+# The first request may race kube-proxy's rule sync for the new Service: retry a refused connect.
+session=$(curl -fsS --retry 20 --retry-connrefused --retry-delay 1 -D - -o /dev/null "${hdr[@]}" "$mcp" -d \
   '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"berth-demo","version":"0"}}}' |
   awk 'tolower($1)=="mcp-session-id:" {print $2}' | tr -d '\r')
 curl -fsS "${hdr[@]}" -H "mcp-session-id: $session" "$mcp" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}'

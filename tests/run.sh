@@ -65,7 +65,7 @@ BERTH_CP_NODE=1 BERTH_CP_IMAGES="$berth_images $test_images" tests/controlplane/
 chart_tools=$(tests/chart/build.sh | tail -n 1)
 KUBECONFIG="$node_state/kubeconfig" BERTH_NODE_STATE="$node_state" \
   BERTH_HELM="$chart_tools/helm" BERTH_PROMETHEUS="$chart_tools/prometheus" \
-  cargo test -p berth-tests --features node --test pods --test pods_alerts 2>&1 | tee -a "$log"
+  cargo test -p berth-tests --features node --test pods --test pods_alerts -- --show-output 2>&1 | tee -a "$log"
 
 # One closing line over every cargo test binary (each prints its own `test result:` line).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }

@@ -6,8 +6,8 @@
 #   ${BERTH_CACHE_DIR:-$HOME/.cache/berth}/chart-tools/<key>/bin/
 #
 # <key> holds the helm and Prometheus versions plus a hash of the go.mod/go.sum
-# files, so changing a pin builds into a fresh directory. If both binaries are
-# already there, nothing is built. The last line on stdout is the bin dir;
+# files, so changing a pin builds into a fresh directory. If the tools asked for
+# are already there, nothing is built. The last line on stdout is the bin dir;
 # progress goes to stderr. Needs only a Go toolchain (>= 1.26) and the module
 # proxy; GOMODCACHE and GOCACHE stay at their defaults. Modelled on
 # ../controlplane/build.sh.
@@ -32,7 +32,18 @@ hash=$({ echo "recipe=$recipe $(uname -sm)"; cat "$here"/tools/helm/go.mod "$her
 key="helm-${helm_version}_prometheus-${prom_version}_${hash}"
 key_dir="${BERTH_CACHE_DIR:-$HOME/.cache/berth}/chart-tools/$key"
 bin_dir="$key_dir/bin"
-bins=(helm promtool prometheus)
+# Usage: build.sh [helm] [prometheus]: only the named tools (prometheus means promtool and the
+# server, one build), default both; `make demo` needs only helm.
+wanted=("${@:-helm prometheus}")
+wanted=(${wanted[*]})
+bins=()
+for tool in "${wanted[@]}"; do
+  case $tool in
+    helm) bins+=(helm) ;;
+    prometheus) bins+=(promtool prometheus) ;;
+    *) log "unknown tool $tool (helm or prometheus)"; exit 2 ;;
+  esac
+done
 
 have_all() { local b; for b in "${bins[@]}"; do [[ -x $bin_dir/$b ]] || return 1; done; }
 
@@ -66,22 +77,26 @@ ldflags="-s -w -X $hv/internal/version.version=$helm_version -X $hv/internal/ver
 for pkg in $hv/pkg/chartutil $hv/pkg/lint/rules; do
   ldflags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$k8s_minor"
 done
-log "building helm $helm_version ($($go env GOVERSION))"
-(cd "$here/tools/helm" && "$go" build -mod=readonly -trimpath -ldflags "$ldflags" \
-  -o "$tmp/helm" $hv/cmd/helm)
+if [[ " ${bins[*]} " == *" helm "* && ! -x $bin_dir/helm ]]; then
+  log "building helm $helm_version ($($go env GOVERSION))"
+  (cd "$here/tools/helm" && "$go" build -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$tmp/helm" $hv/cmd/helm)
+fi
 
 # --- promtool ---------------------------------------------------------------
 # Prometheus tags its Go module v0.3XX.Y for release v3.XX.Y.
 mm=${prom_version#v0.}; mm=${mm%%.*}; patch=${prom_version##*.}
 prom_release="${mm:0:1}.$(( 10#${mm:1} )).$patch"
 # The server without its web UI assets (no `builtinassets` tag): the tests use its HTTP API.
-log "building promtool and prometheus $prom_version (Prometheus $prom_release; slow when cold)"
-(cd "$here/tools/promtool" && "$go" build -mod=readonly -trimpath \
-  -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prom_release -X github.com/prometheus/common/version.Branch=gomod" \
-  -o "$tmp/" github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus)
+if [[ " ${bins[*]} " == *" prometheus "* && ! ( -x $bin_dir/promtool && -x $bin_dir/prometheus ) ]]; then
+  log "building promtool and prometheus $prom_version (Prometheus $prom_release; slow when cold)"
+  (cd "$here/tools/promtool" && "$go" build -mod=readonly -trimpath \
+    -ldflags "-s -w -X github.com/prometheus/common/version.Version=$prom_release -X github.com/prometheus/common/version.Branch=gomod" \
+    -o "$tmp/" github.com/prometheus/prometheus/cmd/promtool github.com/prometheus/prometheus/cmd/prometheus)
+fi
 
 # Each rename is atomic, so readers never see a half-written binary.
-for b in "${bins[@]}"; do mv -f "$tmp/$b" "$bin_dir/$b"; done
+for b in "${bins[@]}"; do if [[ -x $tmp/$b ]]; then mv -f "$tmp/$b" "$bin_dir/$b"; fi; done
 printf 'helm=%s prometheus=%s go=%s built=%s\n' "$helm_version" "$prom_version" \
   "$($go env GOVERSION)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$key_dir/versions"
 log "done in $(( $(date +%s) - start ))s"

@@ -52,9 +52,13 @@ node_preflight() {
       { log "cannot install ${missing[*]}"; return 1; }
   fi
   if ip netns list | grep -qw "$node_netns"; then
-    log "network namespace $node_netns exists: another node is running (or was not torn down;"
-    log "  run down.sh on its STATE_DIR, or: ip netns delete $node_netns)"
-    return 1
+    if [[ -n $(ip netns pids "$node_netns" 2>/dev/null) ]]; then
+      log "network namespace $node_netns is in use: another node is running (down.sh its STATE_DIR)"
+      return 1
+    fi
+    # Left by a run that was killed before its teardown: nothing runs in it any more.
+    log "removing the stale network namespace $node_netns"
+    ip netns delete "$node_netns"
   fi
   runtime=$("$here/build-runtime.sh" | tail -n 1)
 }

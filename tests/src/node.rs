@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use berth_crds::McpUpstream;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -261,28 +261,6 @@ pub async fn eventually_conditions(
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-}
-
-/// The one pod of McpUpstream `name` that is not being deleted, once it exists.
-///
-/// # Panics
-/// When none appears within [`READY_DEADLINE`].
-pub async fn the_pod(ns: &TestNamespace, name: &str) -> Pod {
-    let pods = ns.api::<Pod>();
-    let selector = format!("app.kubernetes.io/instance={name}");
-    wait_for("the McpUpstream's pod", READY_DEADLINE, || {
-        let (pods, selector) = (pods.clone(), selector.clone());
-        async move {
-            let list = pods
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .ok()?;
-            list.items
-                .into_iter()
-                .find(|p| p.metadata.deletion_timestamp.is_none())
-        }
-    })
-    .await
 }
 
 /// `http://<ClusterIP>:<port>/mcp` of the McpUpstream's Service, once kube-proxy routes it: a

@@ -9,10 +9,11 @@
 use std::time::{Duration, Instant};
 
 use berth_crds::McpUpstream;
+use berth_tests::cluster::operator::eventually_pod;
 use berth_tests::cluster::{TestNamespace, client};
 use berth_tests::node::{
     self, READY_DEADLINE, RELEASE_NAMESPACE, STATUS_DEADLINE, all_running_and_ready,
-    cluster_ip_url, create, eventually_conditions, everything, metrics_of, the_pod,
+    cluster_ip_url, create, eventually_conditions, everything, metrics_of,
 };
 use berth_tests::proxy::sample;
 use berth_tests::{rmcp_client, wait_for};
@@ -75,7 +76,7 @@ async fn http_upstream_pod_runs_2_of_2_and_serves_calls_through_the_cluster_ip()
     ];
     let upstream = eventually_conditions(&upstreams, "everything", &ready, READY_DEADLINE).await;
 
-    let pod = the_pod(&ns, "everything").await;
+    let pod = eventually_pod(&ns, "everything", READY_DEADLINE).await;
     assert!(all_running_and_ready(&pod), "2/2 running: {:?}", pod.status);
     // BR-36 for real: the kubelet's imageID is compared with the pinned digest.
     let reported = upstream
@@ -181,7 +182,7 @@ async fn stdio_upstream_pod_runs_the_stdio_host_in_the_servers_own_image() {
     ];
     eventually_conditions(&ns.api(), "time", &ready, READY_DEADLINE).await;
 
-    let pod = the_pod(&ns, "time").await;
+    let pod = eventually_pod(&ns, "time", READY_DEADLINE).await;
     assert!(all_running_and_ready(&pod), "{:?}", pod.status);
     let install = node::all_statuses(&pod)
         .find(|s| s.name == "berth-install")
@@ -210,7 +211,7 @@ async fn upstream_killed_in_the_pod_is_restarted_by_the_kubelet_and_calls_recove
     create(&ns, &everything("victim")).await;
     let ready = [("Ready", "True"), ("UpstreamReady", "True")];
     eventually_conditions(&upstreams, "victim", &ready, READY_DEADLINE).await;
-    let pod = the_pod(&ns, "victim").await;
+    let pod = eventually_pod(&ns, "victim", READY_DEADLINE).await;
 
     let killed_at = k8s_openapi::jiff::Timestamp::now();
     node::kill_container(&pod, "upstream").await;

@@ -209,7 +209,8 @@ pub fn settings(namespace: &str, resync: Duration) -> Settings {
     }
 }
 
-/// Waits until the Deployment of McpUpstream `name` in `ns` has a pod and returns it.
+/// Waits until the Deployment of McpUpstream `name` in `ns` has a pod that is not being deleted
+/// (a real kubelet keeps a rolled pod a while) and returns it.
 pub async fn eventually_pod(ns: &TestNamespace, name: &str, deadline: Duration) -> Pod {
     let pods = ns.api::<Pod>();
     let selector = format!("app.kubernetes.io/instance={name}");
@@ -220,7 +221,9 @@ pub async fn eventually_pod(ns: &TestNamespace, name: &str, deadline: Duration) 
                 .list(&ListParams::default().labels(&selector))
                 .await
                 .ok()?;
-            list.items.into_iter().next()
+            list.items
+                .into_iter()
+                .find(|pod| pod.metadata.deletion_timestamp.is_none())
         }
     })
     .await

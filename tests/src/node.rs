@@ -101,7 +101,8 @@ pub fn app_version() -> String {
         .expect("appVersion in Chart.yaml")
 }
 
-fn helm_bin() -> PathBuf {
+/// The helm binary: `BERTH_HELM`, else `helm` on the PATH.
+pub fn helm_bin() -> PathBuf {
     std::env::var_os("BERTH_HELM").map_or_else(|| PathBuf::from("helm"), PathBuf::from)
 }
 
@@ -157,14 +158,27 @@ pub async fn kill_container(pod: &Pod, container: &str) {
     run(kill, "kill the container's process").await;
 }
 
+/// The value of `var` in `STATE_DIR/env`, the shell exports `up.sh` writes
+/// (`export VAR='value'`).
+///
+/// # Panics
+/// When the file or the variable is missing.
+pub fn cluster_env(var: &str) -> String {
+    let path = state_dir().join("env");
+    let env = std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("failed to read {}: {err}", path.display()));
+    let prefix = format!("export {var}=");
+    env.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("{var} is not in {}", path.display()))
+        .trim_matches('\'')
+        .to_owned()
+}
+
 /// `ctr` against the node's containerd, in the kubelet's `k8s.io` namespace.
 fn ctr(args: &[&str]) -> Command {
-    let env = std::fs::read_to_string(state_dir().join("env")).expect("STATE_DIR/env");
-    let line = env
-        .lines()
-        .find_map(|l| l.strip_prefix("export BERTH_CP_CTR="))
-        .expect("BERTH_CP_CTR in STATE_DIR/env");
-    let mut words = line.trim_matches('\'').split_whitespace();
+    let line = cluster_env("BERTH_CP_CTR");
+    let mut words = line.split_whitespace();
     let mut command = Command::new(words.next().expect("ctr path"));
     command.args(words).args(args);
     command

@@ -30,7 +30,7 @@ const ALERT_DEADLINE: Duration = Duration::from_secs(180);
 /// monitoring API present and short `for` and windows for the two alerts under test.
 async fn chart_rule_groups() -> Value {
     let chart = berth_tests::repo_root().join("charts/berth");
-    let mut helm = Command::new(std::env::var_os("BERTH_HELM").unwrap_or_else(|| "helm".into()));
+    let mut helm = Command::new(node::helm_bin());
     helm.args(["template", "berth"])
         .arg(&chart)
         .args(["--api-versions", "monitoring.coreos.com/v1"])
@@ -51,17 +51,9 @@ async fn chart_rule_groups() -> Value {
 }
 
 fn api_access() -> ApiAccess {
-    let state = node::state_dir();
-    let env = std::fs::read_to_string(state.join("env")).expect("STATE_DIR/env");
-    let server = env
-        .lines()
-        .find_map(|l| l.strip_prefix("export BERTH_CP_SERVER="))
-        .expect("BERTH_CP_SERVER")
-        .trim_matches('\'')
-        .to_owned();
-    let pki = state.join("pki");
+    let pki = node::state_dir().join("pki");
     ApiAccess {
-        server,
+        server: node::cluster_env("BERTH_CP_SERVER"),
         ca: pki.join("ca.crt"),
         cert: pki.join("admin.crt"),
         key: pki.join("admin.key"),

@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
+use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -14,6 +15,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::jsonrpc::WireMessage;
 use crate::jsonrpc::error_response;
 use crate::upstream::http::SESSION_HEADER;
 
@@ -29,12 +31,12 @@ pub enum Answer {
         /// HTTP status.
         status: StatusCode,
         /// The JSON-RPC message.
-        body: Value,
+        body: WireMessage,
         /// Session id to announce (initialize only).
         session: Option<String>,
     },
     /// JSON-RPC messages streamed as SSE, in order, the final response last.
-    Stream(mpsc::Receiver<Value>),
+    Stream(mpsc::Receiver<WireMessage>),
     /// `202 Accepted` with no body.
     Accepted,
 }
@@ -44,7 +46,7 @@ impl Answer {
     pub fn error(status: StatusCode, id: &Value, code: i64, message: &str) -> Self {
         Self::Json {
             status,
-            body: error_response(id, code, message, None),
+            body: error_response(id, code, message, None).into(),
             session: None,
         }
     }
@@ -59,16 +61,17 @@ impl Answer {
     ) -> Self {
         Self::Json {
             status,
-            body: error_response(id, code, message, Some(data)),
+            body: error_response(id, code, message, Some(data)).into(),
             session: None,
         }
     }
 
-    /// A successful JSON-RPC message with 200.
-    pub fn ok(body: Value) -> Self {
+    /// A JSON-RPC message with 200: a response relayed as it came (text kept), or one the
+    /// proxy built.
+    pub fn ok(body: impl Into<WireMessage>) -> Self {
         Self::Json {
             status: StatusCode::OK,
-            body,
+            body: body.into(),
             session: None,
         }
     }
@@ -83,7 +86,12 @@ impl IntoResponse for Answer {
                 body,
                 session,
             } => {
-                let mut response = (status, axum::Json(body)).into_response();
+                let mut response = (
+                    status,
+                    [(CONTENT_TYPE, HeaderValue::from_static("application/json"))],
+                    body.into_text(),
+                )
+                    .into_response();
                 if let Some(value) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
                     response.headers_mut().insert(SESSION_HEADER, value);
                 }
@@ -91,7 +99,7 @@ impl IntoResponse for Answer {
             }
             Self::Stream(rx) => {
                 let events = tokio_stream_from(rx).map(|message| {
-                    Ok::<_, Infallible>(Event::default().event("message").data(message.to_string()))
+                    Ok::<_, Infallible>(Event::default().event("message").data(message.sse_data()))
                 });
                 sse_response(events)
             }
@@ -99,7 +107,9 @@ impl IntoResponse for Answer {
     }
 }
 
-fn tokio_stream_from(mut rx: mpsc::Receiver<Value>) -> impl futures::Stream<Item = Value> {
+fn tokio_stream_from(
+    mut rx: mpsc::Receiver<WireMessage>,
+) -> impl futures::Stream<Item = WireMessage> {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::Message;
+use crate::jsonrpc::WireMessage;
 use crate::server::Proxy;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
@@ -23,7 +24,7 @@ use crate::sessions::DownstreamSession;
 /// Runs until `shutdown` fires or the upstream's message channel closes.
 pub async fn run(
     proxy: Arc<Proxy>,
-    mut messages: mpsc::Receiver<Value>,
+    mut messages: mpsc::Receiver<WireMessage>,
     shutdown: CancellationToken,
 ) {
     let mut sessions = proxy.upstream.watch_sessions();
@@ -47,7 +48,7 @@ pub async fn run(
     }
 }
 
-fn dispatch(proxy: &Proxy, message: Value) {
+fn dispatch(proxy: &Proxy, message: WireMessage) {
     match Message::classify(message.clone()) {
         Ok(Message::Notification { method, body }) => match method.as_str() {
             "notifications/resources/updated" => {
@@ -79,13 +80,13 @@ fn dispatch(proxy: &Proxy, message: Value) {
     }
 }
 
-fn deliver(proxy: &Proxy, session: &DownstreamSession, message: Value) {
+fn deliver(proxy: &Proxy, session: &DownstreamSession, message: WireMessage) {
     if !session.push_standalone(message) {
         proxy.metrics.server_messages_dropped.inc();
     }
 }
 
-fn server_request(proxy: &Proxy, message: Value, upstream_id: Value, method: &str) {
+fn server_request(proxy: &Proxy, message: WireMessage, upstream_id: Value, method: &str) {
     let Some(upstream) = proxy.upstream.current() else {
         return;
     };

@@ -14,11 +14,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::answer::Answer;
 use crate::jsonrpc;
+use crate::jsonrpc::WireMessage;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
@@ -76,33 +77,45 @@ impl Call {
         }
     }
 
-    /// Maps an upstream message of this call back to the client's id and progress token.
-    fn restore(&self, mut message: Value) -> Value {
+    /// Maps an upstream message of this call back to the client's id and progress token;
+    /// every other byte stays as the upstream sent it (issue 12, item 6).
+    fn restore(&self, mut message: WireMessage) -> WireMessage {
         if message.get("id") == Some(&json!(self.upstream_id)) {
-            message["id"] = self.downstream_id.clone();
+            message.set_id(&self.downstream_id);
         }
         if let Some(original) = &self.progress_token
-            && let Some(token) = message.pointer_mut("/params/progressToken")
-            && *token == progress_token_for(self.upstream_id)
+            && message.pointer("/params/progressToken")
+                == Some(&progress_token_for(self.upstream_id))
         {
-            *token = original.clone();
+            message.set(&["params", "progressToken"], original);
         }
         message
     }
 
     /// The final response as the client sees it: [`Self::restore`]d, and for `tools/list`
-    /// without the tools the policy hides.
-    fn finalize(&self, message: Value) -> Value {
+    /// without the tools the policy hides (the only rewrite of a result, made only when a tool
+    /// is hidden).
+    fn finalize(&self, message: WireMessage) -> WireMessage {
         let mut message = self.restore(message);
-        if self.method == "tools/list"
-            && let Some(tools) = message
-                .pointer_mut("/result/tools")
-                .and_then(Value::as_array_mut)
-        {
-            let policy = &self.proxy.tools_policy;
-            tools.retain(|tool| {
-                let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-                policy.exposes(name, crate::upstream::tools::is_read_only(tool))
+        let policy = &self.proxy.tools_policy;
+        let shown = |tool: &Value| {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            policy.exposes(name, crate::upstream::tools::is_read_only(tool))
+        };
+        let hides = |message: &WireMessage| {
+            message
+                .pointer("/result/tools")
+                .and_then(Value::as_array)
+                .is_some_and(|tools| !tools.iter().all(shown))
+        };
+        if self.method == "tools/list" && hides(&message) {
+            message.rebuild(|view| {
+                if let Some(tools) = view
+                    .pointer_mut("/result/tools")
+                    .and_then(Value::as_array_mut)
+                {
+                    tools.retain(shown);
+                }
             });
         }
         message
@@ -151,7 +164,8 @@ fn send_cancelled(upstream: Arc<UpstreamSession>, upstream_id: u64, outcome: Out
 
 /// Sends a proxy-originated message upstream without blocking anyone (bounded by
 /// [`CONTROL_BUDGET`]).
-pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: Value) {
+pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: impl Into<WireMessage>) {
+    let message = message.into();
     tokio::spawn(async move {
         let sent = tokio::time::timeout(CONTROL_BUDGET, upstream.send(&message)).await;
         if !matches!(sent, Ok(Ok(_))) {
@@ -171,7 +185,7 @@ pub async fn request(
     session: Arc<DownstreamSession>,
     id: Value,
     method: String,
-    mut body: Map<String, Value>,
+    mut body: WireMessage,
     json_only: bool,
 ) -> Answer {
     let started = Instant::now();
@@ -281,11 +295,7 @@ pub async fn request(
             .record(&method, None, Outcome::Ok, started.elapsed());
         return answer;
     }
-    let progress_token = body
-        .get_mut("params")
-        .and_then(|p| p.get_mut("_meta"))
-        .and_then(|m| m.get_mut("progressToken"))
-        .map(|token| token.take());
+    let progress_token = body.pointer("/params/_meta/progressToken").cloned();
     let mut call = Call {
         proxy: Arc::clone(&proxy),
         session,
@@ -303,10 +313,9 @@ pub async fn request(
     loop {
         call.upstream_id = call.upstream.next_request_id();
         rewrite(&mut body, &call);
-        let message = Value::Object(std::mem::take(&mut body));
         let sent = tokio::select! {
             () = in_flight.cancelled.cancelled() => None,
-            sent = tokio::time::timeout_at(deadline, call.upstream.send(&message)) => Some(sent),
+            sent = tokio::time::timeout_at(deadline, call.upstream.send(&body)) => Some(sent),
         };
         let reply = match sent {
             None => {
@@ -320,9 +329,6 @@ pub async fn request(
             }
             Some(Err(_)) => return timeout_answer(call),
             Some(Ok(Err(UpstreamError::SessionLost))) if !replayed => {
-                if let Value::Object(sent_body) = message {
-                    body = sent_body;
-                }
                 // The upstream refused the request because it did not know the session: it
                 // provably never ran. Replay it once on the next session.
                 replayed = true;
@@ -373,16 +379,14 @@ pub async fn request(
 }
 
 /// Rewrites the message as the upstream sees it: upstream id and, if the client asked for
-/// progress, the upstream-side progress token.
-fn rewrite(body: &mut Map<String, Value>, call: &Call) {
-    body.insert("id".into(), json!(call.upstream_id));
-    if call.progress_token.is_some()
-        && let Some(meta) = body
-            .get_mut("params")
-            .and_then(|p| p.get_mut("_meta"))
-            .and_then(Value::as_object_mut)
-    {
-        meta.insert("progressToken".into(), progress_token_for(call.upstream_id));
+/// progress, the upstream-side progress token. Nothing else changes, byte for byte.
+fn rewrite(body: &mut WireMessage, call: &Call) {
+    body.set_id(&json!(call.upstream_id));
+    if call.progress_token.is_some() {
+        body.set(
+            &["params", "_meta", "progressToken"],
+            &progress_token_for(call.upstream_id),
+        );
     }
 }
 
@@ -465,13 +469,14 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         // The upstream refused the request with a JSON-RPC error in an HTTP error (the Node SDK
         // answers malformed params with 400 and -32700): that is the upstream's answer to this
         // request, so the client gets it under its own id, counted as rpc_error.
-        if let Some(rpc_error) = serde_json::from_str::<Value>(body)
+        if let Some(mut rpc_error) = WireMessage::parse(body.as_bytes())
             .ok()
-            .and_then(|v| v.get("error").cloned())
+            .filter(|message| message.get("error").is_some())
         {
+            rpc_error.set_id(&call.downstream_id);
             let answer = Answer::Json {
                 status: StatusCode::OK,
-                body: json!({ "jsonrpc": "2.0", "id": call.downstream_id, "error": rpc_error }),
+                body: rpc_error,
                 session: None,
             };
             call.finish(Outcome::RpcError);

@@ -24,7 +24,7 @@ use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::answer::Answer;
 use crate::forward;
@@ -112,7 +112,7 @@ async fn handle_post(
             );
         }
     };
-    let value: Value = match serde_json::from_slice(&body) {
+    let value = match jsonrpc::WireMessage::parse(&body) {
         Ok(value) => value,
         Err(_) => {
             return refused(
@@ -184,7 +184,7 @@ async fn client_response(
     proxy: &Proxy,
     session: &DownstreamSession,
     id: &Value,
-    mut body: Map<String, Value>,
+    mut body: jsonrpc::WireMessage,
 ) -> Answer {
     let Some(pending) = session.take_server_request(id) else {
         return refused(
@@ -196,9 +196,8 @@ async fn client_response(
             "no server request is pending with this id",
         );
     };
-    body.insert("id".into(), pending.upstream_id);
-    let message = Value::Object(body);
-    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&message)).await;
+    body.set_id(&pending.upstream_id);
+    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&body)).await;
     if !matches!(sent, Ok(Ok(_))) {
         tracing::warn!(
             mcp.session_id = session.id(),
@@ -381,7 +380,7 @@ async fn notification(
     proxy: &Proxy,
     session: &DownstreamSession,
     method: &str,
-    body: Map<String, Value>,
+    body: jsonrpc::WireMessage,
 ) -> Answer {
     match method {
         "notifications/initialized" => Answer::Accepted,
@@ -416,7 +415,7 @@ async fn notification(
             };
             let sent = match upstream {
                 Some(upstream) => upstream
-                    .send(&Value::Object(body))
+                    .send(&body)
                     .await
                     .map(|_| ())
                     .map_err(|error| crate::upstream::error_chain(&error)),
@@ -459,7 +458,7 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
     let mut rx = session.open_standalone();
     let messages = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let events = messages
-        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.to_string())))
+        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.sse_data())))
         .take_until(closed);
     crate::answer::sse_response(events)
 }

@@ -1,11 +1,16 @@
 //! JSON-RPC 2.0 message envelopes as the proxy sees them: classification of one message, and
 //! construction of the error responses the proxy itself answers with.
 //!
-//! Messages are kept as `serde_json::Value` so that everything the proxy does not rewrite
-//! (params, results, unknown fields) reaches the other side byte-for-byte in meaning.
+//! Messages are kept as [`WireMessage`]s, their exact text with a parsed view, so that
+//! everything the proxy does not rewrite (params, results, unknown fields) reaches the other
+//! side byte for byte (issue 12, item 6).
 //! Source: JSON-RPC 2.0 specification §4–§5; MCP basic protocol (2025-06-18) "Messages".
 
-use serde_json::{Map, Value, json};
+mod wire;
+
+use serde_json::{Value, json};
+
+pub use wire::{ParseError, WireMessage};
 
 /// JSON-RPC "Parse error": the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -45,23 +50,23 @@ pub enum Message {
         id: Value,
         /// Method name, e.g. `tools/call`.
         method: String,
-        /// The whole message object.
-        body: Map<String, Value>,
+        /// The whole message (a JSON object).
+        body: WireMessage,
     },
     /// Has `method` and no `id`: no response.
     Notification {
         /// Method name, e.g. `notifications/initialized`.
         method: String,
-        /// The whole message object.
-        body: Map<String, Value>,
+        /// The whole message (a JSON object).
+        body: WireMessage,
     },
     /// Has `result` or `error` and an `id`.
     Response {
         /// The JSON-RPC request id this answers (`null` only for errors that could not be
         /// correlated).
         id: Value,
-        /// The whole message object.
-        body: Map<String, Value>,
+        /// The whole message (a JSON object).
+        body: WireMessage,
     },
 }
 
@@ -82,30 +87,33 @@ pub enum Invalid {
 }
 
 impl Message {
-    /// Classifies a parsed JSON value.
+    /// Classifies a message by its shape.
     ///
     /// # Errors
     /// [`Invalid`] when the value is a batch or not a JSON-RPC 2.0 message.
-    pub fn classify(value: Value) -> Result<Self, Invalid> {
-        let body = match value {
-            Value::Object(body) => body,
+    pub fn classify(message: impl Into<WireMessage>) -> Result<Self, Invalid> {
+        let body = message.into();
+        let object = match body.view() {
+            Value::Object(object) => object,
             Value::Array(_) => return Err(Invalid::Batch),
             _ => return Err(shape("message must be a JSON object", None)),
         };
-        let id = body.get("id").cloned();
+        let id = object.get("id").cloned();
         let usable_id = id.clone().filter(is_valid_id);
         if body.get("jsonrpc") != Some(&json!("2.0")) {
             return Err(shape("jsonrpc must be \"2.0\"", usable_id));
         }
-        if body.contains_key("method")
-            && (body.contains_key("result") || body.contains_key("error"))
+        if object.contains_key("method")
+            && (object.contains_key("result") || object.contains_key("error"))
         {
             return Err(shape(
                 "a message is a request or a response, never both (method with result/error)",
                 usable_id,
             ));
         }
-        match (body.get("method"), id) {
+        let method = object.get("method").cloned();
+        let is_response = object.contains_key("result") || object.contains_key("error");
+        match (method.as_ref(), id) {
             (Some(Value::String(method)), Some(_)) if method.starts_with("notifications/") => {
                 Err(shape(
                     "a notification carries no id (notifications/* with an id)",
@@ -125,13 +133,20 @@ impl Message {
                 Err(shape("id must be a string or an integer", None))
             }
             (Some(_), id) => Err(shape("method must be a string", id.filter(is_valid_id))),
-            (None, Some(id)) if body.contains_key("result") || body.contains_key("error") => {
-                Ok(Self::Response { id, body })
-            }
+            (None, Some(id)) if is_response => Ok(Self::Response { id, body }),
             (None, id) => Err(shape(
                 "message has neither method nor result/error",
                 id.filter(is_valid_id),
             )),
+        }
+    }
+
+    /// The whole message.
+    pub fn body(&self) -> &WireMessage {
+        match self {
+            Self::Request { body, .. }
+            | Self::Notification { body, .. }
+            | Self::Response { body, .. } => body,
         }
     }
 

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::Message;
+use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
@@ -154,7 +155,7 @@ async fn handshake(
 async fn deliver(
     client: Weak<DownstreamSession>,
     upstream: Arc<UpstreamSession>,
-    mut messages: mpsc::Receiver<Value>,
+    mut messages: mpsc::Receiver<WireMessage>,
     metrics: Arc<Metrics>,
 ) {
     while let Some(message) = messages.recv().await {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::forward::send_in_background;
 use crate::jsonrpc;
+use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::sessions::{DownstreamSession, ServerRequest};
 use crate::upstream::UpstreamSession;
@@ -18,11 +19,11 @@ use crate::upstream::UpstreamSession;
 pub fn register(
     client: &DownstreamSession,
     upstream: &Arc<UpstreamSession>,
-    mut message: Value,
+    mut message: WireMessage,
     upstream_id: Value,
     method: &str,
     metrics: &Metrics,
-) -> Option<Value> {
+) -> Option<WireMessage> {
     if !client.accepts_server_request(method) {
         refuse(
             upstream,
@@ -36,7 +37,7 @@ pub fn register(
         upstream: Arc::clone(upstream),
         upstream_id,
     });
-    message["id"] = json!(id);
+    message.set_id(&json!(id));
     Some(message)
 }
 
@@ -53,7 +54,7 @@ pub fn delivered(metrics: &Metrics) {
 pub fn push_standalone(
     client: &DownstreamSession,
     upstream: &Arc<UpstreamSession>,
-    message: Value,
+    message: WireMessage,
     metrics: &Metrics,
 ) {
     let client_id = message["id"].clone();

@@ -20,6 +20,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::jsonrpc::WireMessage;
 use crate::upstream::UpstreamSession;
 
 /// Server messages buffered for a session's standalone GET stream before new ones are dropped
@@ -36,7 +37,7 @@ pub struct DownstreamSession {
     in_flight: Mutex<HashMap<String, InFlight>>,
     server_requests: Mutex<HashMap<String, ServerRequest>>,
     next_server_request: std::sync::atomic::AtomicU64,
-    standalone: Mutex<Option<mpsc::Sender<Value>>>,
+    standalone: Mutex<Option<mpsc::Sender<WireMessage>>>,
     dedicated: Option<crate::per_client::Dedicated>,
     closed: CancellationToken,
 }
@@ -122,7 +123,7 @@ impl DownstreamSession {
 
     /// Opens (or replaces) the standalone stream; returns its receiving end. A re-opened GET
     /// replaces the stale stream, which ends (field case BR-15).
-    pub fn open_standalone(&self) -> mpsc::Receiver<Value> {
+    pub fn open_standalone(&self) -> mpsc::Receiver<WireMessage> {
         let (tx, rx) = mpsc::channel(STANDALONE_BUFFER);
         *self.standalone.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
         rx
@@ -130,7 +131,7 @@ impl DownstreamSession {
 
     /// Queues a server message on the standalone stream. Returns false when no stream is open or
     /// its buffer is full (the message is dropped; the caller counts it).
-    pub fn push_standalone(&self, message: Value) -> bool {
+    pub fn push_standalone(&self, message: WireMessage) -> bool {
         let guard = self.standalone.lock().unwrap_or_else(|e| e.into_inner());
         guard
             .as_ref()
@@ -398,14 +399,17 @@ mod tests {
     fn standalone_stream_reopen_replaces_and_full_buffer_drops() {
         let sessions = Sessions::new(Duration::from_secs(60));
         let s = sessions.create("2025-06-18", Value::Null, None);
-        assert!(!s.push_standalone(json!(1)), "no stream open");
+        assert!(!s.push_standalone(json!(1).into()), "no stream open");
         let mut old = s.open_standalone();
         let _new = s.open_standalone();
         assert!(old.try_recv().is_err());
         for n in 0..STANDALONE_BUFFER {
-            assert!(s.push_standalone(json!(n)));
+            assert!(s.push_standalone(json!(n).into()));
         }
-        assert!(!s.push_standalone(json!("overflow")), "bounded buffer");
+        assert!(
+            !s.push_standalone(json!("overflow").into()),
+            "bounded buffer"
+        );
     }
 
     #[test]

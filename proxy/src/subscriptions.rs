@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::answer::Answer;
 use crate::server::Proxy;
@@ -23,7 +23,7 @@ pub fn local_answer(
     session: &DownstreamSession,
     id: &Value,
     method: &str,
-    body: &Map<String, Value>,
+    body: &Value,
 ) -> Option<Answer> {
     if session.dedicated().is_some() {
         return None; // PerClient: the client's own upstream session holds its subscriptions.

@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 pub use endpoint::Endpoint;
 pub use error::{UpstreamError, error_chain};
@@ -47,7 +48,7 @@ pub struct Upstream {
     refresh: Notify,
     check: Notify,
     catalog: RwLock<Catalog>,
-    server_messages: mpsc::Sender<Value>,
+    server_messages: mpsc::Sender<WireMessage>,
     metrics: Arc<Metrics>,
 }
 
@@ -77,7 +78,7 @@ impl Upstream {
         endpoint: Endpoint,
         settings: UpstreamSettings,
         metrics: Arc<Metrics>,
-        server_messages: mpsc::Sender<Value>,
+        server_messages: mpsc::Sender<WireMessage>,
         shutdown: CancellationToken,
         stop_proxy: CancellationToken,
     ) -> Arc<Self> {

@@ -74,6 +74,10 @@ pub struct Faults {
     pub not_found_until: Option<Instant>,
     /// Until this instant `initialize` gets HTTP 503.
     pub unavailable_initialize_until: Option<Instant>,
+    /// The exact text of the `result` that `tools/call` of the tool `raw` answers with, written
+    /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
+    /// event. `None`: `raw` answers `{}`.
+    pub raw_result: Option<String>,
 }
 
 /// The capabilities declared in the `initialize` result.
@@ -123,6 +127,8 @@ pub struct Received {
     pub session: Option<String>,
     /// The whole message (`Value::Null` for `GET`/`DELETE` or a body that is not JSON).
     pub message: Value,
+    /// The exact text of the request body (empty for `GET`/`DELETE`).
+    pub raw: String,
     /// Every request header as `(lowercase name, value)`.
     pub headers: Vec<(String, String)>,
     /// The client end of the TCP connection it came on (one value per connection).

@@ -98,6 +98,8 @@ pub struct RawReply {
     pub content_type: Option<String>,
     /// The messages in the body.
     pub messages: Vec<Value>,
+    /// The body as received.
+    pub text: String,
 }
 
 impl RawReply {
@@ -170,6 +172,7 @@ pub async fn post_with(
         session,
         content_type,
         messages,
+        text,
     }
 }
 

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Call, timeout_answer, upstream_failure};
 use crate::answer::Answer;
 use crate::jsonrpc::Message;
+use crate::jsonrpc::WireMessage;
 use crate::outcome::Outcome;
 use crate::server_request;
 use crate::upstream::UpstreamError;
@@ -20,8 +21,8 @@ use crate::upstream::UpstreamError;
 /// `timeouts.call` budget, never past `maxCall` from receipt (issue 3, "Budgets").
 pub(super) async fn run(
     call: Call,
-    mut stream: BoxStream<'static, Result<Value, UpstreamError>>,
-    tx: mpsc::Sender<Value>,
+    mut stream: BoxStream<'static, Result<WireMessage, UpstreamError>>,
+    tx: mpsc::Sender<WireMessage>,
     mut deadline: tokio::time::Instant,
     cancelled: CancellationToken,
 ) {
@@ -91,7 +92,7 @@ pub(super) async fn run(
     }
 }
 
-async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<Value>) {
+async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<WireMessage>) {
     if let Answer::Json { body, .. } = upstream_failure(call, error) {
         let _ = tx.send(body).await;
     }
@@ -99,7 +100,12 @@ async fn send_failure(call: Call, error: &UpstreamError, tx: &mpsc::Sender<Value
 
 /// A server-to-client request that arrived on this call's stream goes to the client that made
 /// the call; its answer is relayed back under the upstream's id (front, `Message::Response`).
-fn server_request(call: &Call, message: Value, upstream_id: Value, method: &str) -> Option<Value> {
+fn server_request(
+    call: &Call,
+    message: WireMessage,
+    upstream_id: Value,
+    method: &str,
+) -> Option<WireMessage> {
     let metrics = &call.proxy.metrics;
     let message = server_request::register(
         &call.session,

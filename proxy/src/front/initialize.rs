@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use berth_crds::SessionStrategy;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::refused;
 use crate::answer::Answer;
@@ -22,12 +22,7 @@ use crate::server::Proxy;
 /// the request id, leaving the session intact (field case BR-01). A header naming an unknown
 /// session gets 404. Otherwise a new downstream session is created and announced in
 /// `Mcp-Session-Id`.
-pub async fn handle(
-    proxy: &Proxy,
-    header: Option<&str>,
-    id: &Value,
-    body: &Map<String, Value>,
-) -> Answer {
+pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Value) -> Answer {
     if let Some(header) = header {
         if super::live_session(proxy, header).is_some() {
             return refused(
@@ -105,7 +100,7 @@ pub async fn handle(
     );
     Answer::Json {
         status: StatusCode::OK,
-        body: json!({ "jsonrpc": "2.0", "id": id, "result": result }),
+        body: json!({ "jsonrpc": "2.0", "id": id, "result": result }).into(),
         session: Some(session.id().to_owned()),
     }
 }

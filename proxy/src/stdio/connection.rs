@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::lines::{Line, LineReader};
 use super::metrics::StdioMetrics;
 use super::stderr::StderrTail;
+use crate::jsonrpc::WireMessage;
 use crate::upstream::UpstreamError;
 
 /// Messages buffered per pending request.
@@ -53,7 +54,7 @@ pub enum EndReason {
     Closed,
 }
 
-type PendingSender = mpsc::Sender<Result<Value, UpstreamError>>;
+type PendingSender = mpsc::Sender<Result<WireMessage, UpstreamError>>;
 
 /// State shared by the connection handle and its tasks.
 #[derive(Debug)]
@@ -180,7 +181,7 @@ impl Shared {
 pub struct Connection {
     shared: Arc<Shared>,
     writer: mpsc::Sender<Vec<u8>>,
-    standalone: Mutex<Option<mpsc::Receiver<Value>>>,
+    standalone: Mutex<Option<mpsc::Receiver<WireMessage>>>,
     close: CancellationToken,
 }
 
@@ -232,7 +233,7 @@ impl Connection {
     }
 
     /// Takes the receiver of server messages that belong to no pending request (once).
-    pub fn take_standalone(&self) -> Option<mpsc::Receiver<Value>> {
+    pub fn take_standalone(&self) -> Option<mpsc::Receiver<WireMessage>> {
         self.standalone
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -248,11 +249,11 @@ impl Connection {
     ///
     /// # Cancellation
     /// Cancel-safe: dropping the future (or the returned stream) forgets the pending request.
-    pub async fn send(&self, message: &Value) -> Result<PendingReply, UpstreamError> {
+    pub async fn send(&self, message: &WireMessage) -> Result<PendingReply, UpstreamError> {
         if self.shared.ended.is_cancelled() {
             return Err(self.shared.gone_error());
         }
-        let mut line = serde_json::to_vec(message).map_err(UpstreamError::Encode)?;
+        let mut line = message.line().into_owned().into_bytes();
         line.push(b'\n');
         let id = message
             .get("id")
@@ -300,7 +301,7 @@ impl Drop for Connection {
 /// The messages routed to one request, ending with its response. When the connection ends
 /// first, the last item is the connection's error.
 pub struct PendingReply {
-    rx: Option<mpsc::Receiver<Result<Value, UpstreamError>>>,
+    rx: Option<mpsc::Receiver<Result<WireMessage, UpstreamError>>>,
     key: String,
     shared: Arc<Shared>,
 }
@@ -313,7 +314,7 @@ impl PendingReply {
 }
 
 impl Stream for PendingReply {
-    type Item = Result<Value, UpstreamError>;
+    type Item = Result<WireMessage, UpstreamError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let Some(rx) = self.rx.as_mut() else {
@@ -370,7 +371,7 @@ async fn write_lines(
 async fn read_lines(
     shared: Arc<Shared>,
     read: impl AsyncRead + Unpin,
-    standalone: mpsc::Sender<Value>,
+    standalone: mpsc::Sender<WireMessage>,
     socket: bool,
 ) {
     let mut lines = LineReader::new(BufReader::new(read), shared.max_line_bytes);
@@ -407,7 +408,7 @@ fn refusal(line: &[u8]) -> Option<String> {
     text.strip_prefix(REFUSAL_PREFIX).map(str::to_owned)
 }
 
-async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>) {
+async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<WireMessage>) {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         shared
             .metrics
@@ -416,14 +417,14 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>
             .inc();
         return;
     }
-    let Ok(message) = serde_json::from_slice::<Value>(&bytes) else {
+    let Ok(message) = WireMessage::parse(&bytes) else {
         return shared.skip("not_json", &bytes);
     };
     // A JSON-RPC batch (an array, as servers of revision 2025-03-26 may send): each member is
     // routed on its own, so a response inside one still completes its call at once (BR-23).
-    if let Value::Array(members) = message {
+    if let Some(members) = message.members() {
         for member in members {
-            let raw = serde_json::to_vec(&member).unwrap_or_default();
+            let raw = member.text().as_bytes().to_vec();
             route_message(shared, member, &raw, standalone).await;
         }
         return;
@@ -434,9 +435,9 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<Value>
 /// Routes one JSON-RPC message from the child; `bytes` is its text, for skip logs.
 async fn route_message(
     shared: &Shared,
-    message: Value,
+    message: WireMessage,
     bytes: &[u8],
-    standalone: &mpsc::Sender<Value>,
+    standalone: &mpsc::Sender<WireMessage>,
 ) {
     if !message.is_object() {
         return shared.skip("not_jsonrpc", bytes);
@@ -479,7 +480,11 @@ async fn route_message(
     }
 }
 
-fn deliver_standalone(shared: &Shared, standalone: &mpsc::Sender<Value>, message: Value) {
+fn deliver_standalone(
+    shared: &Shared,
+    standalone: &mpsc::Sender<WireMessage>,
+    message: WireMessage,
+) {
     if standalone.try_send(message).is_err() {
         tracing::debug!(child = %shared.label, "dropped a server message: standalone buffer full or unread");
     }

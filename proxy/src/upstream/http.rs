@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use serde_json::Value;
 use sse_stream::SseByteStream;
 
 use super::UpstreamError;
+use crate::jsonrpc::WireMessage;
 
 /// Header carrying the MCP session id (MCP 2025-06-18, "Session Management").
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -26,9 +26,9 @@ pub enum Reply {
     /// `202 Accepted`: the message was a notification or response.
     Accepted,
     /// `application/json`: exactly one JSON-RPC message.
-    Json(Value),
+    Json(WireMessage),
     /// `text/event-stream`: JSON-RPC messages in order, the final response last.
-    Stream(BoxStream<'static, Result<Value, UpstreamError>>),
+    Stream(BoxStream<'static, Result<WireMessage, UpstreamError>>),
 }
 
 /// A Streamable HTTP endpoint of an upstream MCP server.
@@ -123,7 +123,7 @@ impl HttpUpstream {
     /// Cancel-safe: dropping the future abandons the HTTP request.
     pub async fn post(
         &self,
-        message: &Value,
+        message: &WireMessage,
         session: Option<&str>,
         protocol_version: Option<&str>,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
@@ -133,7 +133,7 @@ impl HttpUpstream {
             .headers(headers(session, protocol_version))
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
-            .body(serde_json::to_vec(message).map_err(UpstreamError::Encode)?);
+            .body(message.text().to_owned());
         if let Some(session) = session {
             request = request.header(SESSION_HEADER, session);
         }
@@ -172,7 +172,7 @@ impl HttpUpstream {
             Ok((Reply::Stream(sse_messages(response)), session_id))
         } else if content_type.starts_with("application/json") {
             let bytes = response.bytes().await.map_err(UpstreamError::Read)?;
-            let value = serde_json::from_slice(&bytes)
+            let value = WireMessage::parse(&bytes)
                 .map_err(|e| UpstreamError::Malformed(format!("invalid JSON body: {e}")))?;
             Ok((Reply::Json(value), session_id))
         } else {
@@ -194,7 +194,7 @@ impl HttpUpstream {
         protocol_version: &str,
         last_event_id: Option<&str>,
     ) -> Result<
-        Option<BoxStream<'static, Result<(Option<String>, Value), UpstreamError>>>,
+        Option<BoxStream<'static, Result<(Option<String>, WireMessage), UpstreamError>>>,
         UpstreamError,
     > {
         let mut request = self
@@ -259,14 +259,14 @@ async fn error_body(response: reqwest::Response) -> String {
 /// data; an event whose data is not JSON is logged and skipped (the stream stays usable).
 fn sse_events(
     response: reqwest::Response,
-) -> BoxStream<'static, Result<(Option<String>, Value), UpstreamError>> {
+) -> BoxStream<'static, Result<(Option<String>, WireMessage), UpstreamError>> {
     SseByteStream::new(response.bytes_stream())
         .filter_map(|event| async move {
             match event {
                 Err(e) => Some(Err(UpstreamError::Malformed(format!("broken SSE stream: {e}")))),
                 Ok(sse) => {
                     let data = sse.data.as_deref().map(str::trim).filter(|d| !d.is_empty())?;
-                    match serde_json::from_str(data) {
+                    match WireMessage::parse(data.as_bytes()) {
                         Ok(value) => Some(Ok((sse.id, value))),
                         Err(error) => {
                             tracing::warn!(%error, "skipped a non-JSON event on the upstream stream");
@@ -281,7 +281,9 @@ fn sse_events(
 
 /// Turns an SSE response into JSON-RPC messages. Events without data (priming events,
 /// comments) are skipped; an event whose data is not JSON ends the stream with an error.
-fn sse_messages(response: reqwest::Response) -> BoxStream<'static, Result<Value, UpstreamError>> {
+fn sse_messages(
+    response: reqwest::Response,
+) -> BoxStream<'static, Result<WireMessage, UpstreamError>> {
     SseByteStream::new(response.bytes_stream())
         .filter_map(|event| async move {
             match event {
@@ -290,7 +292,7 @@ fn sse_messages(response: reqwest::Response) -> BoxStream<'static, Result<Value,
                 )))),
                 Ok(sse) => match sse.data.as_deref().map(str::trim) {
                     None | Some("") => None,
-                    Some(data) => Some(serde_json::from_str(data).map_err(|e| {
+                    Some(data) => Some(WireMessage::parse(data.as_bytes()).map_err(|e| {
                         UpstreamError::Malformed(format!("SSE event is not JSON: {e}"))
                     })),
                 },

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Link;
 use super::supervisor::{MAX_BACKOFF, MIN_BACKOFF};
 use super::{UpstreamError, UpstreamSession};
+use crate::jsonrpc::WireMessage;
 
 /// Why listening ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub enum Ended {
 pub async fn listen(
     session: Arc<UpstreamSession>,
     stop: CancellationToken,
-    sink: mpsc::Sender<Value>,
+    sink: mpsc::Sender<WireMessage>,
 ) -> Ended {
     let (http, id) = match session.link() {
         Link::Http(http, Some(id)) => (http.clone(), id.clone()),

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::UpstreamError;
 use super::endpoint::Endpoint;
 use super::http::{HttpUpstream, Reply};
+use crate::jsonrpc::WireMessage;
 use crate::stdio::Connection;
 
 /// Protocol revisions that have an `initialize` handshake, oldest first.
@@ -61,8 +62,8 @@ impl UpstreamSession {
         params: Option<Value>,
     ) -> Result<Self, UpstreamError> {
         let params = params.unwrap_or_else(proxy_initialize_params);
-        let request =
-            json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params });
+        let request: WireMessage =
+            json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params }).into();
         let (reply, link) = match endpoint {
             Endpoint::Http(http) => {
                 let (reply, id) = http.post(&request, None, None).await?;
@@ -108,7 +109,7 @@ impl UpstreamSession {
             reported: AtomicBool::new(false),
         };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-        session.send(&initialized).await?;
+        session.send(&initialized.into()).await?;
         Ok(session)
     }
 
@@ -164,7 +165,7 @@ impl UpstreamSession {
     ///
     /// # Errors
     /// As [`HttpUpstream::post`]; a [`UpstreamError::SessionLost`] also marks the session lost.
-    pub async fn send(&self, message: &Value) -> Result<Reply, UpstreamError> {
+    pub async fn send(&self, message: &WireMessage) -> Result<Reply, UpstreamError> {
         let http = match &self.link {
             Link::Http(http, _) => http,
             Link::Stdio(connection) => return connection.send(message).await.map(stdio_reply),
@@ -187,7 +188,7 @@ impl UpstreamSession {
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, UpstreamError> {
         let id = json!(self.next_request_id());
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let reply = self.send(&message).await?;
+        let reply = self.send(&message.into()).await?;
         final_response(reply, &id).await
     }
 
@@ -230,7 +231,7 @@ fn stdio_reply(pending: crate::stdio::PendingReply) -> Reply {
 /// Waits for the response with `id` in a reply.
 async fn final_response(reply: Reply, id: &Value) -> Result<Value, UpstreamError> {
     match reply {
-        Reply::Json(value) if value.get("id") == Some(id) => Ok(value),
+        Reply::Json(value) if value.get("id") == Some(id) => Ok(value.into_view()),
         Reply::Json(_) => Err(UpstreamError::Malformed(
             "response id does not match".into(),
         )),
@@ -240,7 +241,7 @@ async fn final_response(reply: Reply, id: &Value) -> Result<Value, UpstreamError
                 let message = message?;
                 let is_response = message.get("result").is_some() || message.get("error").is_some();
                 if is_response && message.get("id") == Some(id) {
-                    return Ok(message);
+                    return Ok(message.into_view());
                 }
             }
             Err(UpstreamError::Malformed(

@@ -19,6 +19,9 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
   --count-file PATH     append one line per process start ("start <pid>") and per initialize
   --batch-replies       send every response as a one-member JSON-RPC batch array, followed in
                         the same array by a log notification (BR-23)
+  --raw-dir DIR         the tool raw answers with the exact text of DIR/result as its result
+                        (never parsed), and every line read from stdin is appended to
+                        DIR/received as it arrived (issue 12, item 6)
 
 Tools: echo {tag} -> text tag; sleep {ms, tag} -> text tag after ms (concurrent); crash ->
 exits mid-call without answering; huge {bytes} -> one reply line of about that many bytes;
@@ -46,6 +49,7 @@ parser.add_argument("--flood-stderr", action="store_true")
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--count-file")
 parser.add_argument("--batch-replies", action="store_true")
+parser.add_argument("--raw-dir")
 args = parser.parse_args()
 
 out = sys.stdout.buffer
@@ -125,6 +129,11 @@ def call_tool(msg):
     name, arguments = params.get("name"), params.get("arguments") or {}
     if name == "crash":
         os._exit(args.exit_code or 3)
+    if name == "raw" and args.raw_dir:
+        with open(os.path.join(args.raw_dir, "result"), "rb") as f:
+            result = f.read().strip()
+        write_raw(b'{"jsonrpc":"2.0","id":' + json.dumps(msg["id"]).encode() + b',"result":' + result + b"}\n")
+        return
     if name == "ask":
         asked[f"ask-{msg['id']}"] = msg["id"]
         send({"jsonrpc": "2.0", "id": f"ask-{msg['id']}", "method": "sampling/createMessage",
@@ -157,6 +166,9 @@ stdout_closed = False
 for raw in sys.stdin.buffer:
     if args.never_init or stdout_closed:
         continue
+    if args.raw_dir:
+        with open(os.path.join(args.raw_dir, "received"), "ab") as f:
+            f.write(raw)
     msg = json.loads(raw)
     method = msg.get("method")
     if method == "initialize":

@@ -40,7 +40,7 @@ async fn on_post(
 ) -> Response {
     let session = session_header(&headers);
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    handle.record(Method::POST, &message, &headers, peer);
+    handle.record(Method::POST, &message, &body, &headers, peer);
     if handle.lock().not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
     }
@@ -170,6 +170,9 @@ async fn request(
     message: &Value,
 ) -> Response {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
+    if method == "tools/call" && params["name"] == "raw" {
+        return raw_result(handle, &id);
+    }
     if method == "tools/call" {
         return tools::call(handle.clone(), session, id, params).await;
     }
@@ -216,7 +219,7 @@ async fn on_get(
     headers: HeaderMap,
 ) -> Response {
     let session = session_header(&headers);
-    handle.record(Method::GET, &Value::Null, &headers, peer);
+    handle.record(Method::GET, &Value::Null, &[], &headers, peer);
     let mut inner = handle.lock();
     if inner.not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
@@ -240,7 +243,7 @@ async fn on_delete(
     headers: HeaderMap,
 ) -> Response {
     let session = session_header(&headers);
-    handle.record(Method::DELETE, &Value::Null, &headers, peer);
+    handle.record(Method::DELETE, &Value::Null, &[], &headers, peer);
     let mut inner = handle.lock();
     if inner.not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
@@ -256,7 +259,14 @@ async fn on_delete(
 }
 
 impl FaultHandle {
-    fn record(&self, http_method: Method, message: &Value, headers: &HeaderMap, peer: SocketAddr) {
+    fn record(
+        &self,
+        http_method: Method,
+        message: &Value,
+        raw: &[u8],
+        headers: &HeaderMap,
+        peer: SocketAddr,
+    ) {
         let session = session_header(headers);
         let mut inner = self.lock();
         if !inner.record {
@@ -268,6 +278,7 @@ impl FaultHandle {
             id: message.get("id").cloned(),
             session,
             message: message.clone(),
+            raw: String::from_utf8_lossy(raw).into_owned(),
             headers: headers
                 .iter()
                 .map(|(name, value)| {
@@ -320,6 +331,31 @@ fn raw_json(status: StatusCode, body: &'static str) -> Response {
 pub(super) fn json_reply(status: StatusCode, message: &Value) -> Response {
     let body = Body::from(message.to_string());
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// The reply to `tools/call raw`: [`super::Faults::raw_result`] spliced in as it is.
+fn raw_result(handle: &FaultHandle, id: &Value) -> Response {
+    let (result, sse) = {
+        let inner = handle.lock();
+        let result = inner.faults.raw_result.clone();
+        (
+            result.unwrap_or_else(|| "{}".to_owned()),
+            inner.faults.sse_replies,
+        )
+    };
+    let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+    if sse {
+        let event = Event::default().event("message").data(text);
+        let events = futures::stream::iter([Ok::<_, Infallible>(event)]);
+        Sse::new(events).into_response()
+    } else {
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            text,
+        )
+            .into_response()
+    }
 }
 
 /// An SSE reply carrying one message (the request's response).

@@ -1,0 +1,340 @@
+//! One JSON-RPC message as it crossed the wire: its exact text, and a parsed view for reading.
+//!
+//! A proxy must not change the data it carries (issue 12, item 6): `params` and `result` reach
+//! the other side byte for byte, so big integers beyond 2^53 or 2^64, `-0.0`, exponents, escaped
+//! Unicode and key order survive. The proxy reads a message through its parsed view
+//! ([`WireMessage::view`], also `Deref`) and rewrites only the members it owns (the JSON-RPC
+//! request id, `_meta.progressToken`, `params.requestId` of a cancellation) by splicing the new
+//! value into the text at the member's exact byte range ([`WireMessage::set`]). A message the
+//! proxy builds itself ([`From<Value>`]) or rewrites by policy ([`WireMessage::rebuild`], e.g. a
+//! `tools/list` result without the tools the policy hides) is serialized from its view.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::{Deref, Range};
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
+/// view. Invariant: parsing `text` gives `view`.
+#[derive(Clone, Debug)]
+pub struct WireMessage {
+    text: String,
+    view: Value,
+}
+
+/// Why bytes are not one JSON value.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The bytes are not UTF-8 (JSON text is UTF-8; RFC 8259 §8.1).
+    #[error("not UTF-8: {0}")]
+    Utf8(#[from] std::str::Utf8Error),
+    /// Not one JSON value (serde_json's message, with line and column).
+    #[error("not JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl WireMessage {
+    /// Parses one JSON value from `bytes`, keeping its text.
+    ///
+    /// # Errors
+    /// [`ParseError`] when `bytes` are not UTF-8 or not exactly one JSON value (numbers beyond
+    /// the range of `f64`, such as `1e400`, are refused too: the view could not hold them).
+    pub fn parse(bytes: &[u8]) -> Result<Self, ParseError> {
+        let text = std::str::from_utf8(bytes)?.trim_matches([' ', '\t', '\n', '\r']);
+        let view = serde_json::from_str(text)?;
+        Ok(Self {
+            text: text.to_owned(),
+            view,
+        })
+    }
+
+    /// The exact text of the message.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The text, for writing to the wire.
+    pub fn into_text(self) -> String {
+        self.text
+    }
+
+    /// The parsed view, for reading.
+    pub fn view(&self) -> &Value {
+        &self.view
+    }
+
+    /// The parsed view, owned.
+    pub fn into_view(self) -> Value {
+        self.view
+    }
+
+    /// Replaces the member at `path` (object keys from the top, e.g. `["params", "_meta",
+    /// "progressToken"]`) with `value`, leaving every other byte as it was. Returns `false`, and
+    /// changes nothing, when the member is absent (a missing key, or a step that is not an
+    /// object). With duplicate keys the last one counts, as in the view.
+    pub fn set(&mut self, path: &[&str], value: &Value) -> bool {
+        let Some(range) = span(&self.text, path) else {
+            return false;
+        };
+        self.text.replace_range(range, &value.to_string());
+        let mut target = &mut self.view;
+        for key in path {
+            match target.get_mut(*key) {
+                Some(next) => target = next,
+                None => return true,
+            }
+        }
+        *target = value.clone();
+        true
+    }
+
+    /// Sets the JSON-RPC request id: spliced in place when the message has one, added (and
+    /// the message serialized from its view) when it has none.
+    pub fn set_id(&mut self, id: &Value) {
+        if !self.set(&["id"], id) {
+            self.rebuild(|view| {
+                if let Some(object) = view.as_object_mut() {
+                    object.insert("id".into(), id.clone());
+                }
+            });
+        }
+    }
+
+    /// Changes the view with `change` and serializes the message from it: for rewrites the
+    /// proxy makes by policy, where byte-for-byte is given up on purpose.
+    pub fn rebuild(&mut self, change: impl FnOnce(&mut Value)) {
+        change(&mut self.view);
+        self.text = self.view.to_string();
+    }
+
+    /// The text for one SSE `data` field: carriage returns can only be JSON whitespace (inside
+    /// strings they are escaped) and SSE cannot carry them, so they are left out.
+    pub fn sse_data(&self) -> Cow<'_, str> {
+        if self.text.contains('\r') {
+            Cow::Owned(self.text.replace('\r', ""))
+        } else {
+            Cow::Borrowed(&self.text)
+        }
+    }
+
+    /// The text for one line of the stdio transport, which frames messages by newlines (MCP
+    /// 2025-06-18, "Transports: stdio": messages contain no embedded newlines): line breaks can
+    /// only be JSON whitespace, so each becomes a space.
+    pub fn line(&self) -> Cow<'_, str> {
+        if self.text.contains(['\n', '\r']) {
+            Cow::Owned(self.text.replace(['\n', '\r'], " "))
+        } else {
+            Cow::Borrowed(&self.text)
+        }
+    }
+
+    /// Splits a JSON array (a batch) into its members, each with its exact text; `None` when
+    /// the message is not an array.
+    pub fn members(&self) -> Option<Vec<Self>> {
+        let raws: Vec<&RawValue> = serde_json::from_str(&self.text).ok()?;
+        let views = self.view.as_array()?;
+        Some(
+            raws.into_iter()
+                .zip(views)
+                .map(|(raw, view)| Self {
+                    text: raw.get().to_owned(),
+                    view: view.clone(),
+                })
+                .collect(),
+        )
+    }
+}
+
+impl From<Value> for WireMessage {
+    /// A message the proxy builds: its text is the view serialized.
+    fn from(view: Value) -> Self {
+        Self {
+            text: view.to_string(),
+            view,
+        }
+    }
+}
+
+impl Deref for WireMessage {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        &self.view
+    }
+}
+
+impl PartialEq for WireMessage {
+    /// Equal when the texts are equal: two messages that mean the same but are written
+    /// differently are different on the wire.
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl fmt::Display for WireMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// The byte range in `text` of the member at `path`.
+fn span(text: &str, path: &[&str]) -> Option<Range<usize>> {
+    let mut start = 0;
+    let mut slice = text;
+    for key in path {
+        let member = member(slice, key)?;
+        // `member` borrows from `slice`, so its offset is where it starts inside `slice`.
+        start += member.get().as_ptr() as usize - slice.as_ptr() as usize;
+        slice = member.get();
+    }
+    Some(start..start + slice.len())
+}
+
+/// The raw text of the last member named `key` of the JSON object `object`.
+fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
+    let mut deserializer = serde_json::Deserializer::from_str(object);
+    MemberSeed(key)
+        .deserialize(&mut deserializer)
+        .ok()
+        .flatten()
+}
+
+struct MemberSeed<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for MemberSeed<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MemberSeed<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key == self.0 {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Numbers and strings a `Value` round trip changes: big integers, `-0.0`, exponents,
+    /// escapes, key order, whitespace.
+    const TRICKY: &str = r#"{"z":123456789012345678901234567890,"a":9007199254740993,"n":-0.0,"e":1e2,"E":2.50E-3,"u":"\u00e9\ud83d\ude00 é","s":"\/x","k":{"b":1,"a":[1.0, 2]}}"#;
+
+    #[test]
+    fn parse_keeps_the_exact_text() {
+        let message = WireMessage::parse(format!(" \n{TRICKY}\r\n").as_bytes()).expect("parse");
+        assert_eq!(message.text(), TRICKY);
+        assert_eq!(message["k"]["b"], json!(1));
+    }
+
+    #[test]
+    fn set_splices_only_the_member() {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{{"name":"echo","arguments":{TRICKY},"_meta":{{"progressToken":"p1","x":1e2}}}}}}"#
+        );
+        let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert!(message.set(&["id"], &json!(41)));
+        assert!(message.set(&["params", "_meta", "progressToken"], &json!("berth-41")));
+        let expected = text
+            .replace(r#""id":"client-7""#, r#""id":41"#)
+            .replace(r#""progressToken":"p1""#, r#""progressToken":"berth-41""#);
+        assert_eq!(message.text(), expected);
+        assert_eq!(message["id"], json!(41));
+        assert_eq!(
+            message["params"]["_meta"]["progressToken"],
+            json!("berth-41")
+        );
+    }
+
+    #[test]
+    fn set_of_an_absent_member_changes_nothing() {
+        let text = r#"{"id":1,"params":{"_meta":5,"x":{"progressToken":1}}}"#;
+        let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert!(!message.set(&["params", "_meta", "progressToken"], &json!("t")));
+        assert!(!message.set(&["params", "progressToken"], &json!("t")));
+        assert_eq!(message.text(), text);
+    }
+
+    #[test]
+    fn set_takes_the_last_duplicate_and_escaped_keys_like_the_view() {
+        let text = r#"{"\u0069d":1,"id":2}"#;
+        let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert_eq!(message["id"], json!(2));
+        message.set_id(&json!("x"));
+        assert_eq!(message.text(), r#"{"\u0069d":1,"id":"x"}"#);
+    }
+
+    #[test]
+    fn set_id_adds_an_absent_id() {
+        let mut message = WireMessage::parse(br#"{"jsonrpc":"2.0","result":{}}"#).expect("parse");
+        message.set_id(&json!(3));
+        assert_eq!(message["id"], json!(3));
+        assert_eq!(
+            WireMessage::parse(message.text().as_bytes()).expect("parse")["id"],
+            json!(3)
+        );
+    }
+
+    #[test]
+    fn members_of_a_batch_keep_their_text() {
+        let batch = WireMessage::parse(br#"[{"id":1,"result":{"n":1e2}} , {"id":2,"result":{}}]"#)
+            .expect("parse");
+        let members = batch.members().expect("array");
+        assert_eq!(members[0].text(), r#"{"id":1,"result":{"n":1e2}}"#);
+        assert_eq!(members[1]["id"], json!(2));
+        assert!(WireMessage::from(json!({})).members().is_none());
+    }
+
+    #[test]
+    fn sse_data_drops_carriage_returns_only() {
+        let message = WireMessage::parse(b"{\r\n\"a\":\"x\\r\"\r\n}").expect("parse");
+        assert_eq!(message.sse_data(), "{\n\"a\":\"x\\r\"\n}");
+    }
+
+    #[test]
+    fn line_turns_line_breaks_into_spaces() {
+        let message = WireMessage::parse(b"{\r\n\"a\":\"x\\n\"\n}").expect("parse");
+        assert_eq!(message.line(), "{  \"a\":\"x\\n\" }");
+        assert_eq!(
+            WireMessage::parse(message.line().as_bytes()).expect("parse")["a"],
+            json!("x\n")
+        );
+    }
+
+    #[test]
+    fn parse_refuses_non_utf8_and_non_json() {
+        assert!(matches!(
+            WireMessage::parse(b"\xff"),
+            Err(ParseError::Utf8(_))
+        ));
+        assert!(matches!(
+            WireMessage::parse(b"{\"a\":"),
+            Err(ParseError::Json(_))
+        ));
+    }
+}

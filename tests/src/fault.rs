@@ -74,6 +74,11 @@ pub struct Faults {
     pub not_found_until: Option<Instant>,
     /// Until this instant `initialize` gets HTTP 503.
     pub unavailable_initialize_until: Option<Instant>,
+    /// Forget every session as soon as its `notifications/initialized` was acknowledged, so the
+    /// handshake succeeds and the next request carrying the session gets 404 (an upstream that
+    /// loses its state right after each handshake: a crash loop behind a stable address, or
+    /// replicas without session affinity).
+    pub forget_after_initialized: bool,
 }
 
 /// The capabilities declared in the `initialize` result.

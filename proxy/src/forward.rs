@@ -402,11 +402,10 @@ fn timeout_answer(call: Call) -> Answer {
     answer
 }
 
-/// The session was lost and could not be recovered for this call: the client gets a retryable
-/// error and its downstream session ends, so its next request gets 404 and it starts over
-/// (field case BR-04).
 /// A session to replace the lost one of `call`, waiting at most until `deadline` (and the
 /// connect budget): the shared supervisor's next session, or the client's own re-handshake.
+/// Either way one attempt per loss, shared by every caller that saw it; its failure ends the
+/// wait at once (issue 12 item 1).
 async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<UpstreamSession>> {
     let proxy = &call.proxy;
     match call.session.dedicated() {
@@ -425,6 +424,9 @@ async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<Upst
     }
 }
 
+/// The session was lost and could not be recovered for this call: the client gets a retryable
+/// error and its downstream session ends, so its next request gets 404 and it starts over
+/// (field case BR-04).
 fn session_lost(call: Call) -> Answer {
     if call.session.dedicated().is_none() {
         call.proxy.upstream.report_lost(&call.upstream, "not_found");

@@ -4,7 +4,9 @@
 //!
 //! Recovery is the shared strategy's, per client: on session loss one re-handshake with the
 //! client's original `protocolVersion`, `capabilities` and `clientInfo` (field case BR-03), run
-//! once for all of that client's concurrent callers, then a replay of the refused call.
+//! once for all of that client's concurrent callers, then a replay of the refused call. When
+//! that one re-handshake fails, every caller that waited for it fails at once, and none of them
+//! tries again (issue 12 item 1).
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -30,7 +32,9 @@ pub struct Dedicated {
     endpoint: Endpoint,
     params: Value,
     current: Mutex<Arc<UpstreamSession>>,
-    recovering: tokio::sync::Mutex<()>,
+    /// Held while a re-handshake runs (single flight); holds the lost session whose one
+    /// re-handshake failed, so the callers queued behind it fail instead of trying again.
+    recovering: tokio::sync::Mutex<Option<Arc<UpstreamSession>>>,
     listening: Mutex<CancellationToken>,
     connect_budget: Duration,
 }
@@ -50,7 +54,7 @@ impl Dedicated {
             endpoint,
             params,
             current: Mutex::new(session),
-            recovering: tokio::sync::Mutex::new(()),
+            recovering: tokio::sync::Mutex::new(None),
             listening: Mutex::new(CancellationToken::new()),
             connect_budget,
         })
@@ -80,20 +84,30 @@ impl Dedicated {
     }
 
     /// A session to replace `lost`: the current one if another caller already recovered,
-    /// otherwise one new handshake (single flight per client). `None` when it failed.
+    /// otherwise one new handshake (single flight per client), shared by every caller that saw
+    /// the loss. `None` when it failed, for the caller that ran it and at once for the callers
+    /// that waited for it: one re-handshake per loss, never one per caller.
+    ///
+    /// # Cancellation
+    /// Cancel-safe: a cancelled caller abandons its handshake, and the next caller in line
+    /// runs one.
     pub async fn recover(
         &self,
         lost: &Arc<UpstreamSession>,
         client: Weak<DownstreamSession>,
         metrics: Arc<Metrics>,
     ) -> Option<Arc<UpstreamSession>> {
-        let _single_flight = self.recovering.lock().await;
+        let mut failed = self.recovering.lock().await;
         let current = self.current();
         if !Arc::ptr_eq(&current, lost) && !current.is_lost() {
             return Some(current);
         }
         lost.mark_lost();
-        if lost.claim_report() {
+        // From here `current` is the lost session: the caller's, or one lost since.
+        if failed.as_ref().is_some_and(|f| Arc::ptr_eq(f, &current)) {
+            return None;
+        }
+        if current.claim_report() {
             metrics
                 .upstream_session_losses
                 .with_label_values(&["not_found"])
@@ -115,6 +129,7 @@ impl Dedicated {
                     .with_label_values(&["error"])
                     .inc();
                 tracing::warn!(error = %error, kind = error.kind(), "per-client upstream re-initialization failed");
+                *failed = Some(current);
                 None
             }
         }

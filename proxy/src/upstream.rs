@@ -44,12 +44,36 @@ pub struct Upstream {
     policy: ToolsPolicySpec,
     current: watch::Sender<Option<Arc<UpstreamSession>>>,
     ready: watch::Sender<bool>,
-    attempts: watch::Sender<u64>,
+    phase: watch::Sender<Phase>,
     refresh: Notify,
     check: Notify,
     catalog: RwLock<Catalog>,
     server_messages: mpsc::Sender<WireMessage>,
     metrics: Arc<Metrics>,
+}
+
+/// Why a caller got no upstream session (issue 12 item 1: the caller learns it from the one
+/// handshake attempt it waited for, or at once while the supervisor backs off).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// The handshake, or the caller's wait for one, ran out of `timeouts.connect` (a
+    /// black-holed or silent upstream).
+    TimedOut,
+    /// The upstream failed the handshake sooner (refused, HTTP error, reset, bad reply), or lost
+    /// its new sessions as soon as they were opened.
+    Failed,
+}
+
+/// Where the supervisor is, as callers without a session see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A handshake is running or about to start: callers wait for its result.
+    Connecting,
+    /// A session is published (it may have been lost since; the supervisor then moves on).
+    Up,
+    /// The last attempt failed and the supervisor waits out its backoff: callers fail at once
+    /// rather than wait for a later attempt.
+    BackingOff(Unavailable),
 }
 
 /// What the supervisor needs from the proxy config.
@@ -101,7 +125,7 @@ impl Upstream {
             policy,
             current: watch::channel(None).0,
             ready: watch::channel(false).0,
-            attempts: watch::channel(0).0,
+            phase: watch::channel(Phase::Connecting).0,
             refresh: Notify::new(),
             check: Notify::new(),
             server_messages,
@@ -141,29 +165,40 @@ impl Upstream {
         *self.ready.borrow()
     }
 
-    /// The current session, waiting at most `budget` for one to be established.
-    ///
-    /// Returns `None` when no session was available within `budget`.
+    /// The current session, or the result of the handshake the supervisor is running, waiting
+    /// at most `budget`. `None` when no session could be had; [`Self::try_session`] says why.
     ///
     /// # Cancellation
     /// Cancel-safe. Waiting callers never drive or cancel the handshake: the supervisor alone
     /// runs it (single flight), so no caller's deadline can interrupt it.
     pub async fn session(&self, budget: Duration) -> Option<Arc<UpstreamSession>> {
+        self.try_session(budget).await.ok()
+    }
+
+    /// The current session, or the result of the supervisor's handshake in progress (waiting at
+    /// most `budget`). A failed attempt ends the wait, and while the supervisor backs off after
+    /// one the answer is immediate: a caller fails as fast as the upstream does, never by
+    /// sitting out the budget through the supervisor's retries (issue 12 item 1).
+    ///
+    /// # Errors
+    /// [`Unavailable::TimedOut`] when the handshake or the wait ran out of time,
+    /// [`Unavailable::Failed`] when the upstream failed it sooner.
+    ///
+    /// # Cancellation
+    /// Cancel-safe, as [`Self::session`].
+    pub async fn try_session(&self, budget: Duration) -> Result<Arc<UpstreamSession>, Unavailable> {
         if let Some(current) = self.current() {
-            return Some(current); // the common case: no timer, no subscription
+            return Ok(current); // the common case: no timer, no subscription
         }
-        let mut rx = self.current.subscribe();
-        let wait = rx.wait_for(|s| s.as_ref().is_some_and(|s| !s.is_lost()));
-        match tokio::time::timeout(budget, wait).await {
-            Ok(Ok(session)) => session.clone(),
-            _ => None,
-        }
+        self.next_session(None, budget).await
     }
 
     /// A session to replace `lost`: the current one if the supervisor already re-initialized,
-    /// otherwise the result of the supervisor's next handshake attempt, waiting at most
-    /// `budget`. One failed attempt ends the wait, so a caller causes at most one
-    /// re-initialization per loss and never loops (field case BR-03).
+    /// otherwise the result of the one handshake attempt the supervisor runs for the loss,
+    /// waiting at most `budget`. Every caller that saw the loss shares that attempt, and its
+    /// failure ends their wait at once (as does a supervisor already backing off), so a loss
+    /// costs at most two upstream `initialize`s however many callers saw it (field case BR-03,
+    /// issue 12 item 1).
     ///
     /// # Cancellation
     /// Cancel-safe; the handshake itself belongs to the supervisor.
@@ -172,16 +207,36 @@ impl Upstream {
         lost: &Arc<UpstreamSession>,
         budget: Duration,
     ) -> Option<Arc<UpstreamSession>> {
-        let mut attempts = self.attempts.subscribe();
-        attempts.borrow_and_update();
-        if let Some(current) = self.current().filter(|s| !Arc::ptr_eq(s, lost)) {
-            return Some(current);
+        self.next_session(Some(lost), budget).await.ok()
+    }
+
+    /// A published session that is not lost and not `lost`, following the supervisor's phase:
+    /// waits while it connects (or has yet to notice a loss), fails at once while it backs off.
+    async fn next_session(
+        &self,
+        lost: Option<&Arc<UpstreamSession>>,
+        budget: Duration,
+    ) -> Result<Arc<UpstreamSession>, Unavailable> {
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut phase = self.phase.subscribe();
+        loop {
+            // The phase is read before the session, so a change after this check wakes the wait.
+            let seen = *phase.borrow_and_update();
+            let replacement = self
+                .current()
+                .filter(|s| lost.is_none_or(|lost| !Arc::ptr_eq(s, lost)));
+            if let Some(session) = replacement {
+                return Ok(session);
+            }
+            if let Phase::BackingOff(why) = seen {
+                return Err(why);
+            }
+            match tokio::time::timeout_at(deadline, phase.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Unavailable::Failed),
+                Err(_) => return Err(Unavailable::TimedOut),
+            }
         }
-        let next_attempt = tokio::time::timeout(budget, attempts.changed()).await;
-        if !matches!(next_attempt, Ok(Ok(()))) {
-            return None;
-        }
-        self.current().filter(|s| !Arc::ptr_eq(s, lost))
     }
 
     /// The current session, if one is published and not lost (does not wait).

@@ -78,6 +78,11 @@ pub struct Faults {
     /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
     /// event. `None`: `raw` answers `{}`.
     pub raw_result: Option<String>,
+    /// Forget every session as soon as its `notifications/initialized` was acknowledged, so the
+    /// handshake succeeds and the next request carrying the session gets 404 (an upstream that
+    /// loses its state right after each handshake: a crash loop behind a stable address, or
+    /// replicas without session affinity).
+    pub forget_after_initialized: bool,
 }
 
 /// The capabilities declared in the `initialize` result.

@@ -15,6 +15,7 @@ use crate::jsonrpc;
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
 use crate::server::Proxy;
+use crate::upstream::Unavailable;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
 ///
@@ -43,9 +44,9 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
         .unwrap_or_else(|| json!({}));
     let started = std::time::Instant::now();
     let (upstream, dedicated) = match proxy.strategy {
-        SessionStrategy::Shared => match proxy.upstream.session(proxy.connect_budget).await {
-            Some(upstream) => (upstream, None),
-            None => return unavailable(id, started.elapsed() >= proxy.connect_budget),
+        SessionStrategy::Shared => match proxy.upstream.try_session(proxy.connect_budget).await {
+            Ok(upstream) => (upstream, None),
+            Err(why) => return unavailable(id, why == Unavailable::TimedOut),
         },
         SessionStrategy::PerClient => {
             if proxy.sessions.len() >= proxy.max_sessions {
@@ -120,20 +121,29 @@ fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
     )
 }
 
-/// No upstream session for a new client: 504 when `timeouts.connect` ran out (a black-holed or
-/// silent upstream), 502 when the upstream failed sooner (refused, reset, bad handshake); field
-/// case BR-18. Either way a JSON-RPC error under the request id, outcome `upstream_unavailable`.
+/// No upstream session for a new client: 504 when the handshake ran out of `timeouts.connect`
+/// (a black-holed or silent upstream), 502 when the upstream failed it sooner (refused, reset,
+/// HTTP error, bad handshake); field case BR-18. With `Shared` the answer is the outcome of the
+/// supervisor's handshake the client waited for, or, while the supervisor backs off after a
+/// failed one, that failure at once (issue 12 item 1). Either way a JSON-RPC error under the
+/// request id, outcome `upstream_unavailable`, retryable.
 fn unavailable(id: &Value, timed_out: bool) -> Answer {
-    let status = if timed_out {
-        StatusCode::GATEWAY_TIMEOUT
+    let (status, message) = if timed_out {
+        (
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream MCP server is unavailable: its handshake did not complete within timeouts.connect; retry later",
+        )
     } else {
-        StatusCode::BAD_GATEWAY
+        (
+            StatusCode::BAD_GATEWAY,
+            "upstream MCP server is unavailable: it failed the handshake; retry later",
+        )
     };
     Answer::error_with_data(
         status,
         id,
         jsonrpc::UPSTREAM_UNAVAILABLE,
-        "upstream MCP server is unavailable",
+        message,
         json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
     )
 }

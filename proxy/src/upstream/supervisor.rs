@@ -2,6 +2,7 @@
 //! tools over that same session, holds it while it lives (liveness pings, a stdio child's exit,
 //! a loss reported by a caller), and opens the next one only after the loss.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -11,7 +12,9 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools};
+use super::{
+    Phase, Unavailable, Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools,
+};
 
 /// Most `tools/list` pages the probe follows before giving up on a cursor loop.
 const MAX_TOOL_PAGES: usize = 100;
@@ -25,7 +28,9 @@ const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Budget for ending the upstream session on shutdown; shutdown never waits longer.
 const CLOSE_BUDGET: Duration = Duration::from_secs(2);
 /// A stdio child of the supervisor that fails to initialize, or ends within this time of its
-/// handshake, is a quick failure (field case BR-34).
+/// handshake, is a quick failure (field case BR-34). An HTTP session lost within this time of
+/// its handshake is a quick loss: after the first in a row the supervisor backs off before
+/// re-initializing (issue 12 item 1).
 pub const QUICK_FAILURE_WINDOW: Duration = Duration::from_secs(10);
 
 impl Upstream {
@@ -36,27 +41,32 @@ impl Upstream {
     ) {
         let mut backoff = MIN_BACKOFF;
         let mut quick_failures = 0u32;
+        let mut quick_losses = 0u32;
         let mut first = true;
         loop {
             if let Some(stdio) = self.endpoint.stdio().filter(|_| !first) {
                 stdio.metrics().restarts.inc();
             }
             first = false;
+            self.phase.send_replace(Phase::Connecting);
             let attempt = tokio::select! {
                 () = shutdown.cancelled() => break,
                 attempt = self.establish() => attempt,
             };
-            self.attempts.send_modify(|n| *n += 1);
-            let Some(session) = attempt else {
-                if self.quick_failure(&mut quick_failures, &stop_proxy) {
-                    break;
+            let session = match attempt {
+                Ok(session) => session,
+                Err(why) => {
+                    // Callers waiting for this attempt fail now, later ones at once until the
+                    // next attempt, which the backoff paces (issue 12 item 1).
+                    self.phase.send_replace(Phase::BackingOff(why));
+                    if self.quick_failure(&mut quick_failures, &stop_proxy)
+                        || pause(backoff, &shutdown).await.is_break()
+                    {
+                        break;
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
                 }
-                let wait = tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(backoff) => backoff,
-                };
-                backoff = (wait * 2).min(MAX_BACKOFF);
-                continue;
             };
             let held_since = Instant::now();
             if self.endpoint.stdio().is_none() {
@@ -83,30 +93,44 @@ impl Upstream {
                 break;
             }
             tracing::warn!(upstream = %self.endpoint, "upstream session lost; re-initializing");
-            if self.endpoint.stdio().is_some() {
-                // Its own child ended, or a client's did: readiness waits for a fresh child to
-                // complete initialize and tools/list again (field cases BR-07, BR-34).
-                session.close().await;
-                if session.is_lost() && session.claim_report() {
-                    self.metrics
-                        .upstream_session_losses
-                        .with_label_values(&["exited"])
-                        .inc();
+            let stable = held_since.elapsed() >= QUICK_FAILURE_WINDOW;
+            if self.endpoint.stdio().is_none() {
+                // A session held for a while, or the first one in a row lost soon after its
+                // handshake, is re-initialized at once; a run of quick losses is an upstream
+                // that loses every new session, paced by the backoff (callers fail at once
+                // meanwhile) instead of re-initialized as fast as it answers.
+                quick_losses = if stable { 0 } else { quick_losses + 1 };
+                if let Some(wait) = quick_loss_backoff(quick_losses) {
+                    self.phase
+                        .send_replace(Phase::BackingOff(Unavailable::Failed));
+                    if pause(wait, &shutdown).await.is_break() {
+                        break;
+                    }
                 }
-                if !session.is_lost() || held_since.elapsed() >= QUICK_FAILURE_WINDOW {
-                    quick_failures = 0;
-                    backoff = MIN_BACKOFF;
-                    continue;
-                }
-                if self.quick_failure(&mut quick_failures, &stop_proxy) {
-                    break;
-                }
-                let wait = tokio::select! {
-                    () = shutdown.cancelled() => break,
-                    () = tokio::time::sleep(backoff) => backoff,
-                };
-                backoff = (wait * 2).min(MAX_BACKOFF);
+                continue;
             }
+            // Its own child ended, or a client's did: readiness waits for a fresh child to
+            // complete initialize and tools/list again (field cases BR-07, BR-34).
+            session.close().await;
+            if session.is_lost() && session.claim_report() {
+                self.metrics
+                    .upstream_session_losses
+                    .with_label_values(&["exited"])
+                    .inc();
+            }
+            if !session.is_lost() || stable {
+                quick_failures = 0;
+                backoff = MIN_BACKOFF;
+                continue;
+            }
+            self.phase
+                .send_replace(Phase::BackingOff(Unavailable::Failed));
+            if self.quick_failure(&mut quick_failures, &stop_proxy)
+                || pause(backoff, &shutdown).await.is_break()
+            {
+                break;
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
 
@@ -133,7 +157,7 @@ impl Upstream {
     /// One handshake within the connect budget, then the first tools probe. Publishes the
     /// session only after the handshake completed (so no caller sees it half-initialized);
     /// readiness follows the probe.
-    async fn establish(&self) -> Option<Arc<UpstreamSession>> {
+    async fn establish(&self) -> Result<Arc<UpstreamSession>, Unavailable> {
         let handshake = UpstreamSession::handshake(&self.endpoint, None);
         // On expiry the handshake future is dropped: its HTTP exchange is abandoned, nothing of
         // it stays behind.
@@ -146,7 +170,7 @@ impl Upstream {
                     .inc();
                 tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
                 self.set_last_error(Some(error_chain(&error)));
-                return None;
+                return Err(Unavailable::Failed);
             }
             Err(_) => {
                 self.metrics
@@ -158,7 +182,7 @@ impl Upstream {
                     "upstream handshake took longer than timeouts.connect ({} ms)",
                     self.connect_budget.as_millis()
                 )));
-                return None;
+                return Err(Unavailable::TimedOut);
             }
         };
         self.metrics
@@ -172,13 +196,14 @@ impl Upstream {
             "upstream session initialized"
         );
         self.current.send_replace(Some(Arc::clone(&session)));
+        self.phase.send_replace(Phase::Up);
         if self.probe.policy == ToolsProbePolicy::Never || self.probe_tools(&session).await {
             self.set_ready(true);
         }
         if session.is_lost() {
             self.report_lost(&session, "probe");
         }
-        Some(session)
+        Ok(session)
     }
 
     fn set_ready(&self, ready: bool) {
@@ -322,6 +347,24 @@ impl Upstream {
     }
 }
 
+/// Waits `wait` before the next handshake attempt; breaks when `shutdown` fires first.
+async fn pause(wait: Duration, shutdown: &CancellationToken) -> ControlFlow<()> {
+    tokio::select! {
+        () = shutdown.cancelled() => ControlFlow::Break(()),
+        () = tokio::time::sleep(wait) => ControlFlow::Continue(()),
+    }
+}
+
+/// How long the supervisor waits before re-initializing after the `quick_losses`-th HTTP
+/// session in a row lost within [`QUICK_FAILURE_WINDOW`] of its handshake: not at all for the
+/// first (an expiry soon after start-up is recovered at once), then [`MIN_BACKOFF`] doubling
+/// up to [`MAX_BACKOFF`], so an upstream that loses every new session is not re-initialized as
+/// fast as it answers (issue 12 item 1). `None` for no wait.
+fn quick_loss_backoff(quick_losses: u32) -> Option<Duration> {
+    let doublings = quick_losses.checked_sub(2)?.min(16);
+    Some((MIN_BACKOFF * 2u32.pow(doublings)).min(MAX_BACKOFF))
+}
+
 /// Resolves when a stdio child ended on its own (never for HTTP).
 async fn child_exit(exits: &mut Option<watch::Receiver<u64>>) {
     if let Some(exits) = exits
@@ -360,4 +403,20 @@ pub async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, Upstrea
     Err(UpstreamError::Malformed(
         "tools/list pagination did not end".into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quick_loss_backoff_first_loss_is_at_once_then_doubles_to_the_cap() {
+        assert_eq!(quick_loss_backoff(0), None, "a stable session");
+        assert_eq!(quick_loss_backoff(1), None, "the first quick loss");
+        assert_eq!(quick_loss_backoff(2), Some(MIN_BACKOFF));
+        assert_eq!(quick_loss_backoff(3), Some(MIN_BACKOFF * 2));
+        assert_eq!(quick_loss_backoff(4), Some(MIN_BACKOFF * 4));
+        assert_eq!(quick_loss_backoff(8), Some(MAX_BACKOFF));
+        assert_eq!(quick_loss_backoff(u32::MAX), Some(MAX_BACKOFF));
+    }
 }

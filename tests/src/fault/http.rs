@@ -142,7 +142,9 @@ fn notification(handle: &FaultHandle, session: &str, method: &str, message: &Val
             if reject && other_initialized {
                 return raw_json(StatusCode::BAD_REQUEST, ALREADY_INITIALIZED_BODY);
             }
-            if let Some(state) = inner.sessions.get_mut(session) {
+            if inner.faults.forget_after_initialized {
+                inner.sessions.remove(session);
+            } else if let Some(state) = inner.sessions.get_mut(session) {
                 state.initialized = true;
             }
         }

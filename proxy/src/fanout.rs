@@ -76,7 +76,26 @@ fn dispatch(proxy: &Proxy, message: WireMessage) {
             }
         },
         Ok(Message::Request { id, method, .. }) => server_request(proxy, message, id, &method),
-        _ => tracing::debug!("ignored a response or malformed message on the standalone stream"),
+        Ok(Message::Response { .. }) => {
+            let routed = proxy
+                .upstream
+                .current()
+                .is_some_and(|session| session.route_response(message).is_ok());
+            late_response(&proxy.metrics, routed);
+        }
+        Err(_) => tracing::debug!("ignored a malformed message on the standalone stream"),
+    }
+}
+
+/// Counts a response that arrived on the standalone stream (issue 12, item 3).
+pub(crate) fn late_response(metrics: &crate::metrics::Metrics, routed: bool) {
+    let result = if routed { "routed" } else { "unmatched" };
+    metrics
+        .standalone_responses
+        .with_label_values(&[result])
+        .inc();
+    if !routed {
+        tracing::debug!("dropped a response on the standalone stream that no call is waiting for");
     }
 }
 

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -23,6 +25,7 @@ use crate::jsonrpc::WireMessage;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
@@ -312,6 +315,9 @@ pub async fn request(
     let mut replayed = false;
     loop {
         call.upstream_id = call.upstream.next_request_id();
+        // Registered before the POST, so a response the upstream puts on its standalone stream
+        // instead (issue 12, item 3) cannot arrive unawaited.
+        let late = call.upstream.expect_response(call.upstream_id);
         rewrite(&mut body, &call);
         let sent = tokio::select! {
             () = in_flight.cancelled.cancelled() => None,
@@ -352,29 +358,48 @@ pub async fn request(
                 call.finish(outcome);
                 Answer::ok(response)
             }
-            Reply::Accepted => {
+            // A bodiless 202 for a request: the response can only come on the standalone
+            // stream, so it is awaited like a stream that ended without it.
+            Reply::Accepted if !call.upstream.standalone_open() => {
                 let error = UpstreamError::Malformed("request answered with 202".into());
                 upstream_failure(call, &error)
             }
-            Reply::Stream(stream) if call.json_only => {
-                // Only the final response (or the error that ends the call) is sent on `tx`;
-                // nothing is sent when the client cancelled the call.
-                let cancelled = call.error(
-                    jsonrpc::REQUEST_CANCELLED,
-                    "request cancelled by the client",
-                    Outcome::Cancelled,
-                );
-                let (tx, mut rx) = mpsc::channel(1);
-                let relay = relay::run(call, stream, tx, deadline, in_flight.cancelled);
-                let (_, last) = tokio::join!(relay, rx.recv());
-                last.map_or(cancelled, Answer::ok)
+            Reply::Accepted => {
+                let stream = futures::stream::empty().boxed();
+                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
             }
             Reply::Stream(stream) => {
-                let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-                tokio::spawn(relay::run(call, stream, tx, deadline, in_flight.cancelled));
-                Answer::Stream(rx)
+                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
             }
         };
+    }
+}
+
+/// Relays a streamed reply: as an SSE answer, or (`json_only`) collected into its final
+/// response.
+async fn relay_reply(
+    call: Call,
+    stream: BoxStream<'static, Result<WireMessage, UpstreamError>>,
+    late: LateResponse,
+    deadline: tokio::time::Instant,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Answer {
+    if call.json_only {
+        // Only the final response (or the error that ends the call) is sent on `tx`;
+        // nothing is sent when the client cancelled the call.
+        let cancelled = call.error(
+            jsonrpc::REQUEST_CANCELLED,
+            "request cancelled by the client",
+            Outcome::Cancelled,
+        );
+        let (tx, mut rx) = mpsc::channel(1);
+        let relay = relay::run(call, stream, late, tx, deadline, cancel);
+        let (_, last) = tokio::join!(relay, rx.recv());
+        last.map_or(cancelled, Answer::ok)
+    } else {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));
+        Answer::Stream(rx)
     }
 }
 

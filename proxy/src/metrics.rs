@@ -73,6 +73,11 @@ pub struct Metrics {
     /// receive: its standalone stream was closed or full, or (on a call's stream) the client's
     /// `Accept` names only JSON.
     pub server_messages_dropped: IntCounter,
+    /// `berth_proxy_standalone_responses_total{result}`: responses that arrived on the
+    /// upstream's standalone stream instead of their POST: `routed` to the call waiting for
+    /// them, or `unmatched` (no call waiting: answered, timed out or unknown) and dropped
+    /// (issue 12, item 3).
+    pub standalone_responses: IntCounterVec,
     /// `berth_proxy_client_notifications_failed_total`: client notifications the upstream could
     /// not be given; the client got an HTTP error, not 202.
     pub client_notifications_failed: IntCounter,
@@ -184,6 +189,14 @@ impl Metrics {
             "server notifications a client could not receive: its standalone stream was closed or full, or the call's client accepts only JSON",
         )
         .expect("valid metric");
+        let standalone_responses = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_standalone_responses_total",
+                "responses that arrived on the upstream's standalone stream: routed to the waiting call, or unmatched and dropped",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
         let client_notifications_failed = IntCounter::new(
             "berth_proxy_client_notifications_failed_total",
             "client notifications that could not be forwarded upstream; the client got an HTTP error, not 202",
@@ -238,6 +251,7 @@ impl Metrics {
             Box::new(tools_missing.clone()),
             Box::new(server_requests.clone()),
             Box::new(server_messages_dropped.clone()),
+            Box::new(standalone_responses.clone()),
             Box::new(client_notifications_failed.clone()),
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
@@ -256,6 +270,9 @@ impl Metrics {
         for result in ["ok", "error", "timeout"] {
             upstream_initializations.with_label_values(&[result]);
             tools_probes.with_label_values(&[result]);
+        }
+        for result in ["routed", "unmatched"] {
+            standalone_responses.with_label_values(&[result]);
         }
         for result in ["relayed", "refused"] {
             server_requests.with_label_values(&[result]);
@@ -277,6 +294,7 @@ impl Metrics {
             tools_missing,
             server_requests,
             server_messages_dropped,
+            standalone_responses,
             client_notifications_failed,
             tools_discovered,
             downstream_sessions,

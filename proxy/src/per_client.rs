@@ -185,8 +185,13 @@ async fn deliver(
                     server_request::push_standalone(&client, &upstream, message, &metrics);
                 }
             }
-            Ok(Message::Notification { .. }) if !client.push_standalone(message) => {
-                metrics.server_messages_dropped.inc();
+            Ok(Message::Notification { .. }) => {
+                if !client.push_standalone(message) {
+                    metrics.server_messages_dropped.inc();
+                }
+            }
+            Ok(Message::Response { .. }) => {
+                crate::fanout::late_response(&metrics, upstream.route_response(message).is_ok());
             }
             _ => {}
         }

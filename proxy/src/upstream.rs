@@ -9,6 +9,7 @@
 pub mod endpoint;
 mod error;
 pub mod http;
+pub mod late_response;
 pub mod listen;
 pub mod session;
 mod supervisor;

@@ -83,6 +83,18 @@ pub struct Faults {
     /// loses its state right after each handshake: a crash loop behind a stable address, or
     /// replicas without session affinity).
     pub forget_after_initialized: bool,
+    /// `tools/call echo` answers its POST this way and sends the response 50 ms later on the
+    /// session's standalone GET stream instead (issue 12, item 3). `None`: on the POST.
+    pub answer_on_standalone: Option<StandaloneAnswer>,
+}
+
+/// How the POST of a call whose response goes on the standalone stream is answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StandaloneAnswer {
+    /// `202 Accepted` with no body.
+    Accepted,
+    /// `200` with an SSE stream that ends without any event.
+    EmptyStream,
 }
 
 /// The capabilities declared in the `initialize` result.

@@ -15,6 +15,7 @@ use crate::jsonrpc::WireMessage;
 use crate::outcome::Outcome;
 use crate::server_request;
 use crate::upstream::UpstreamError;
+use crate::upstream::late_response::LateResponse;
 
 /// Relays until the final response, the deadline, the client's cancellation, or the client
 /// going away. With `timeouts.maxCall`, each `notifications/progress` of the call restarts the
@@ -22,12 +23,16 @@ use crate::upstream::UpstreamError;
 pub(super) async fn run(
     call: Call,
     mut stream: BoxStream<'static, Result<WireMessage, UpstreamError>>,
+    mut late: LateResponse,
     tx: mpsc::Sender<WireMessage>,
     mut deadline: tokio::time::Instant,
     cancelled: CancellationToken,
 ) {
     let budget = call.proxy.call_budget;
     let cap = call.proxy.max_call.map(|max| deadline - budget + max);
+    // Once the reply stream ended without the response, only the standalone stream can still
+    // bring it (issue 12, item 3), until the deadline.
+    let mut ended = false;
     loop {
         let next = tokio::select! {
             () = tx.closed() => return call.finish(Outcome::Cancelled),
@@ -38,11 +43,16 @@ pub(super) async fn run(
                 }
                 return;
             }
-            next = stream.next() => next,
+            message = late.recv() => Some(Ok(message)),
+            next = stream.next(), if !ended => next,
         };
         let message = match next {
             Some(Ok(message)) => message,
             Some(Err(error)) => return send_failure(call, &error, &tx).await,
+            None if call.upstream.standalone_open() => {
+                ended = true;
+                continue;
+            }
             None => {
                 let error = UpstreamError::Malformed("stream ended before the response".into());
                 return send_failure(call, &error, &tx).await;

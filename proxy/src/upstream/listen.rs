@@ -65,6 +65,8 @@ pub async fn listen(
             Ok(None) => return Ended::Stopped,
             Ok(Some(mut stream)) => {
                 backoff = MIN_BACKOFF;
+                session.set_standalone_open(true);
+                let _closed = StandaloneOpen(&session);
                 loop {
                     let next = tokio::select! {
                         () = stop.cancelled() => return Ended::Stopped,
@@ -93,4 +95,13 @@ pub async fn listen(
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
     Ended::Stopped
+}
+
+/// Marks the session's standalone stream closed when the stream (or the listener) ends.
+struct StandaloneOpen<'a>(&'a UpstreamSession);
+
+impl Drop for StandaloneOpen<'_> {
+    fn drop(&mut self) {
+        self.0.set_standalone_open(false);
+    }
 }

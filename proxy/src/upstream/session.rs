@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::UpstreamError;
 use super::endpoint::Endpoint;
 use super::http::{HttpUpstream, Reply};
+use super::late_response::{LateResponse, LateResponses};
 use crate::jsonrpc::WireMessage;
 use crate::stdio::Connection;
 
@@ -40,6 +41,8 @@ pub struct UpstreamSession {
     next_request_id: AtomicU64,
     lost: CancellationToken,
     reported: AtomicBool,
+    late_responses: Arc<LateResponses>,
+    standalone_open: AtomicBool,
 }
 
 impl UpstreamSession {
@@ -107,10 +110,38 @@ impl UpstreamSession {
             next_request_id: AtomicU64::new(1),
             lost,
             reported: AtomicBool::new(false),
+            late_responses: Arc::default(),
+            standalone_open: AtomicBool::new(false),
         };
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         session.send(&initialized.into()).await?;
         Ok(session)
+    }
+
+    /// Registers the request with upstream id `id` for a response on the standalone stream
+    /// (see [`LateResponses`]); register before sending, so no response can be missed.
+    pub fn expect_response(&self, id: u64) -> LateResponse {
+        self.late_responses.expect(id)
+    }
+
+    /// Records whether the proxy holds the session's standalone stream open right now (set by
+    /// the listener).
+    pub fn set_standalone_open(&self, open: bool) {
+        self.standalone_open.store(open, Ordering::Relaxed);
+    }
+
+    /// Whether a response missing from a request's own reply can still arrive: the proxy holds
+    /// the session's standalone stream open.
+    pub fn standalone_open(&self) -> bool {
+        self.standalone_open.load(Ordering::Relaxed)
+    }
+
+    /// Hands a response that arrived on the standalone stream to the call waiting for it.
+    ///
+    /// # Errors
+    /// Gives the message back when no call is waiting for it.
+    pub fn route_response(&self, message: WireMessage) -> Result<(), WireMessage> {
+        self.late_responses.route(message)
     }
 
     /// The upstream's `Mcp-Session-Id`, `None` for a server that runs without sessions.

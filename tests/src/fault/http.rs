@@ -175,6 +175,13 @@ async fn request(
     if method == "tools/call" && params["name"] == "raw" {
         return raw_result(handle, &id);
     }
+    let on_standalone = handle.lock().faults.answer_on_standalone;
+    if method == "tools/call"
+        && params["name"] == "echo"
+        && let Some(shape) = on_standalone
+    {
+        return answer_on_standalone(handle, &session, id, &params, shape);
+    }
     if method == "tools/call" {
         return tools::call(handle.clone(), session, id, params).await;
     }
@@ -333,6 +340,37 @@ fn raw_json(status: StatusCode, body: &'static str) -> Response {
 pub(super) fn json_reply(status: StatusCode, message: &Value) -> Response {
     let body = Body::from(message.to_string());
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Answers `tools/call echo` on the session's standalone streams 50 ms from now, and its POST
+/// with `shape`.
+fn answer_on_standalone(
+    handle: &FaultHandle,
+    session: &str,
+    id: Value,
+    params: &Value,
+    shape: super::StandaloneAnswer,
+) -> Response {
+    let text = params["arguments"]["message"].clone();
+    let response = json!({"jsonrpc": "2.0", "id": id,
+        "result": {"content": [{"type": "text", "text": text}]}});
+    let handle = handle.clone();
+    let session = session.to_owned();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if let Some(state) = handle.lock().sessions.get_mut(&session) {
+            for tx in &state.streams {
+                let _ = tx.try_send(response.clone());
+            }
+        }
+    });
+    match shape {
+        super::StandaloneAnswer::Accepted => status_only(StatusCode::ACCEPTED),
+        super::StandaloneAnswer::EmptyStream => {
+            let (_tx, rx) = mpsc::channel(1);
+            stream_reply(rx)
+        }
+    }
 }
 
 /// The reply to `tools/call raw`: [`super::Faults::raw_result`] spliced in as it is.

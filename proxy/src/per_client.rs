@@ -186,7 +186,8 @@ async fn deliver(
                 }
             }
             Ok(Message::Notification { .. }) => {
-                if !client.push_standalone(message) {
+                let delivered = client.push_standalone(message);
+                if !delivered {
                     metrics.server_messages_dropped.inc();
                 }
             }

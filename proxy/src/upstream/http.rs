@@ -112,6 +112,8 @@ impl HttpUpstream {
     }
 
     /// POSTs one JSON-RPC message; returns the reply and the `Mcp-Session-Id` response header.
+    /// `protocol_version` (the negotiated revision; `None` only for `initialize`) is sent as
+    /// `MCP-Protocol-Version`, with or without a `session`.
     ///
     /// # Errors
     /// [`UpstreamError::SessionLost`] when `session` was sent and the upstream answered 404, or

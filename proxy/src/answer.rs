@@ -35,9 +35,11 @@ pub enum Answer {
         /// Session id to announce (initialize only).
         session: Option<String>,
     },
-    /// JSON-RPC messages streamed as SSE, in order, the final response last.
+    /// JSON-RPC messages streamed as SSE, in order, the final response last (none when the
+    /// client cancelled the request).
     Stream(mpsc::Receiver<WireMessage>),
-    /// `202 Accepted` with no body.
+    /// `202 Accepted` with no body: a notification or response, or a request the client
+    /// cancelled ([`Answer::cancelled`]).
     Accepted,
 }
 
@@ -63,6 +65,19 @@ impl Answer {
             status,
             body: error_response(id, code, message, Some(data)).into(),
             session: None,
+        }
+    }
+
+    /// The answer to a request the client cancelled with `notifications/cancelled`: no
+    /// JSON-RPC response, since the receiver of a cancellation should not answer the cancelled
+    /// request (MCP 2025-11-25, "Cancellation"; issue 12, item 2). A client that accepts SSE
+    /// gets a stream that ends without a message; one whose `Accept` names only JSON
+    /// (`json_only`) gets `202 Accepted` with no body (proxy/README.md, "Cancellation").
+    pub fn cancelled(json_only: bool) -> Self {
+        if json_only {
+            Self::Accepted
+        } else {
+            Self::Stream(mpsc::channel(1).1)
         }
     }
 

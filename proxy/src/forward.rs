@@ -325,11 +325,7 @@ pub async fn request(
         };
         let reply = match sent {
             None => {
-                let answer = call.error(
-                    jsonrpc::REQUEST_CANCELLED,
-                    "request cancelled by the client",
-                    Outcome::Cancelled,
-                );
+                let answer = Answer::cancelled(call.json_only);
                 call.finish(Outcome::Cancelled);
                 return answer;
             }
@@ -387,15 +383,10 @@ async fn relay_reply(
     if call.json_only {
         // Only the final response (or the error that ends the call) is sent on `tx`;
         // nothing is sent when the client cancelled the call.
-        let cancelled = call.error(
-            jsonrpc::REQUEST_CANCELLED,
-            "request cancelled by the client",
-            Outcome::Cancelled,
-        );
         let (tx, mut rx) = mpsc::channel(1);
         let relay = relay::run(call, stream, late, tx, deadline, cancel);
         let (_, last) = tokio::join!(relay, rx.recv());
-        last.map_or(cancelled, Answer::ok)
+        last.map_or_else(|| Answer::cancelled(true), Answer::ok)
     } else {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));

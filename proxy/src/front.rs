@@ -446,7 +446,8 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
         return unknown_session(&proxy, &Value::Null).into_response();
     };
     // The standalone stream carries server messages (fanout) until the session ends or the
-    // client re-opens GET, which replaces this stream.
+    // client re-opens GET, which replaces this stream (the new one wins; each is counted in
+    // `berth_proxy_standalone_streams_total`, issue 12, item 5).
     let session_closed = session.closed().clone();
     let shutdown = proxy.shutdown.clone();
     let closed = async move {
@@ -455,7 +456,18 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
             () = shutdown.cancelled() => {}
         }
     };
-    let mut rx = session.open_standalone();
+    let (mut rx, opened) = session.open_standalone();
+    proxy
+        .metrics
+        .standalone_streams
+        .with_label_values(&[opened.as_label()])
+        .inc();
+    if opened == crate::sessions::Opened::Replaced {
+        tracing::debug!(
+            mcp.session_id = session.id(),
+            "standalone stream replaced by a new GET"
+        );
+    }
     let messages = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
     let events = messages
         .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.sse_data())))

@@ -92,6 +92,10 @@ pub struct Metrics {
     pub downstream_sessions_adopted: IntCounter,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,
+    /// `berth_proxy_standalone_streams_total{result}`: client GET streams opened, `opened` when
+    /// the session had none open, `replaced` when it closed the session's open stream (issue
+    /// 12, item 5). None is ever refused.
+    pub standalone_streams: IntCounterVec,
     /// The `berth_proxy_stdio_*` metrics of stdio upstreams.
     pub stdio: crate::stdio::StdioMetrics,
 }
@@ -230,6 +234,14 @@ impl Metrics {
             &["reason"],
         )
         .expect("valid metric");
+        let standalone_streams = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_standalone_streams_total",
+                "client standalone GET streams opened: opened (none was open) or replaced (it closed the open one)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
         let build_info = IntGaugeVec::new(
             Opts::new("berth_build_info", "build information; always 1"),
             &["version", "component"],
@@ -258,6 +270,7 @@ impl Metrics {
             Box::new(downstream_sessions_expired.clone()),
             Box::new(downstream_sessions_adopted.clone()),
             Box::new(invalid_messages.clone()),
+            Box::new(standalone_streams.clone()),
             Box::new(build_info),
         ];
         for collector in collectors {
@@ -276,6 +289,9 @@ impl Metrics {
         }
         for result in ["relayed", "refused"] {
             server_requests.with_label_values(&[result]);
+        }
+        for result in ["opened", "replaced"] {
+            standalone_streams.with_label_values(&[result]);
         }
         let stdio = crate::stdio::StdioMetrics::register(&registry);
         Self {
@@ -301,6 +317,7 @@ impl Metrics {
             downstream_sessions_expired,
             downstream_sessions_adopted,
             invalid_messages,
+            standalone_streams,
         }
     }
 

@@ -21,10 +21,13 @@ use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
 use crate::upstream::listen::{self, Ended};
+use crate::upstream::session::Link;
 use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};
 
 /// Server messages buffered between a dedicated upstream session and its client.
 const BUFFER: usize = 64;
+/// Budget for ending a client's upstream session (its `DELETE`).
+const CLOSE_BUDGET: Duration = Duration::from_secs(2);
 
 /// A downstream session's own upstream session.
 #[derive(Debug)]
@@ -144,8 +147,32 @@ impl Dedicated {
             .cancel();
         let session = self.current();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(2), session.close()).await;
+            let _ = tokio::time::timeout(CLOSE_BUDGET, session.close()).await;
         });
+    }
+}
+
+/// On shutdown, ends the HTTP upstream session of every client in `clients` that has one
+/// (`PerClient`), all at once and within 2 s, so none is left open upstream (issue 12, item 4).
+/// Stdio children are stopped by the stdio shutdown instead.
+///
+/// # Cancellation
+/// Cancel-safe: dropping it abandons the `DELETE`s still in flight.
+pub async fn close_all(clients: Vec<Arc<DownstreamSession>>) {
+    let sessions: Vec<_> = clients
+        .iter()
+        .filter_map(|client| client.dedicated().map(Dedicated::current))
+        .filter(|session| matches!(session.link(), Link::Http(..)))
+        .collect();
+    if sessions.is_empty() {
+        return;
+    }
+    let closes = futures::future::join_all(sessions.iter().map(|session| session.close()));
+    if tokio::time::timeout(CLOSE_BUDGET, closes).await.is_err() {
+        tracing::warn!(
+            budget_ms = CLOSE_BUDGET.as_millis() as u64,
+            "closing client upstream sessions timed out; the upstream keeps them until it expires them"
+        );
     }
 }
 

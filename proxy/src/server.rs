@@ -234,7 +234,7 @@ pub async fn start_on(
         max_quick_failures: env_number(env, MAX_QUICK_FAILURES_ENV)?
             .unwrap_or(DEFAULT_MAX_QUICK_FAILURES),
     };
-    let upstream = Upstream::spawn(
+    let (upstream, supervisor) = Upstream::spawn(
         endpoint.clone(),
         settings,
         Arc::clone(&metrics),
@@ -290,7 +290,14 @@ pub async fn start_on(
             server_messages_rx,
             upstream_stop.clone(),
         )),
+        // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
+        supervisor,
     ];
+    let (stop, clients) = (upstream_stop.clone(), Arc::clone(&proxy));
+    tasks.push(tokio::spawn(async move {
+        stop.cancelled().await;
+        crate::per_client::close_all(clients.sessions.all()).await;
+    }));
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.
         let stop = upstream_stop.clone();

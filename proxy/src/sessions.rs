@@ -58,6 +58,25 @@ pub struct InFlight {
     pub cancelled: CancellationToken,
 }
 
+/// How a standalone stream was opened ([`DownstreamSession::open_standalone`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// The session had no open standalone stream.
+    New,
+    /// It replaced the session's open stream, which ends.
+    Replaced,
+}
+
+impl Opened {
+    /// The `result` label of `berth_proxy_standalone_streams_total`: `opened` or `replaced`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::New => "opened",
+            Self::Replaced => "replaced",
+        }
+    }
+}
+
 /// The request id is already in flight on this session (JSON-RPC ids must be unique among a
 /// session's outstanding requests; field case BR-06).
 #[derive(Debug, thiserror::Error)]
@@ -121,12 +140,22 @@ impl DownstreamSession {
         pending.remove(&id_key(id))
     }
 
-    /// Opens (or replaces) the standalone stream; returns its receiving end. A re-opened GET
-    /// replaces the stale stream, which ends (field case BR-15).
-    pub fn open_standalone(&self) -> mpsc::Receiver<WireMessage> {
+    /// Opens (or replaces) the standalone stream; returns its receiving end, and whether it
+    /// replaced a stream still open (its receiver not yet dropped). A re-opened GET replaces
+    /// the stale stream, which ends (field case BR-15); the caller counts replacements
+    /// (issue 12, item 5).
+    pub fn open_standalone(&self) -> (mpsc::Receiver<WireMessage>, Opened) {
         let (tx, rx) = mpsc::channel(STANDALONE_BUFFER);
-        *self.standalone.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
-        rx
+        let previous = self
+            .standalone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(tx);
+        let opened = match previous {
+            Some(previous) if !previous.is_closed() => Opened::Replaced,
+            _ => Opened::New,
+        };
+        (rx, opened)
     }
 
     /// Queues a server message on the standalone stream. Returns false when no stream is open or
@@ -400,9 +429,14 @@ mod tests {
         let sessions = Sessions::new(Duration::from_secs(60));
         let s = sessions.create("2025-06-18", Value::Null, None);
         assert!(!s.push_standalone(json!(1).into()), "no stream open");
-        let mut old = s.open_standalone();
-        let _new = s.open_standalone();
-        assert!(old.try_recv().is_err());
+        let (mut old, opened) = s.open_standalone();
+        assert_eq!(opened, Opened::New);
+        let (new, opened) = s.open_standalone();
+        assert_eq!(opened, Opened::Replaced, "the first was still open");
+        assert!(matches!(
+            old.try_recv(),
+            Err(mpsc::error::TryRecvError::Disconnected)
+        ));
         for n in 0..STANDALONE_BUFFER {
             assert!(s.push_standalone(json!(n).into()));
         }
@@ -410,6 +444,9 @@ mod tests {
             !s.push_standalone(json!("overflow").into()),
             "bounded buffer"
         );
+        drop(new);
+        let (_reopened, opened) = s.open_standalone();
+        assert_eq!(opened, Opened::New, "the client had closed its stream");
     }
 
     #[test]

@@ -96,9 +96,11 @@ pub struct UpstreamSettings {
 
 impl Upstream {
     /// Creates the upstream and starts its supervisor, which runs until `shutdown` fires and
-    /// then closes the session. Messages the upstream sends on its standalone stream go to
-    /// `server_messages`. A supervisor that gives up on a crash-looping stdio child cancels
-    /// `stop_proxy` (field case BR-34).
+    /// then closes the session (within 2 s). Messages the upstream sends on its standalone
+    /// stream go to `server_messages`. A supervisor that gives up on a crash-looping stdio child
+    /// cancels `stop_proxy` (field case BR-34). The returned task ends when the supervisor has
+    /// closed the session: whoever shuts the proxy down waits for it, so the `DELETE` is sent
+    /// before the process exits (issue 12, item 4).
     pub fn spawn(
         endpoint: Endpoint,
         settings: UpstreamSettings,
@@ -106,7 +108,7 @@ impl Upstream {
         server_messages: mpsc::Sender<WireMessage>,
         shutdown: CancellationToken,
         stop_proxy: CancellationToken,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, tokio::task::JoinHandle<()>) {
         let UpstreamSettings {
             connect_budget,
             probe,
@@ -132,8 +134,8 @@ impl Upstream {
             server_messages,
             metrics,
         });
-        tokio::spawn(Arc::clone(&upstream).supervise(shutdown, stop_proxy));
-        upstream
+        let supervisor = tokio::spawn(Arc::clone(&upstream).supervise(shutdown, stop_proxy));
+        (upstream, supervisor)
     }
 
     /// Whether the supervisor gave up after too many consecutive quick failures of its stdio

@@ -38,6 +38,10 @@ pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-06-18";
 pub const ALREADY_INITIALIZED_BODY: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Server already initialized"},"id":null}"#;
 /// The TypeScript SDK's answer to a non-initialize request without `Mcp-Session-Id` (HTTP 400).
 pub const SESSION_REQUIRED_BODY: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: Mcp-Session-Id header is required"},"id":null}"#;
+/// The strict server's answer to a request after the handshake without the negotiated
+/// `MCP-Protocol-Version` (HTTP 400; worded as the TypeScript SDK words its version errors, and
+/// naming no session, so it never reads as a lost session).
+pub const PROTOCOL_VERSION_REQUIRED_BODY: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: MCP-Protocol-Version header missing or not the negotiated revision"},"id":null}"#;
 /// How long `ask` waits for each of the client's answers before giving up on it.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -86,6 +90,17 @@ pub struct Faults {
     /// `tools/call echo` answers its POST this way and sends the response 50 ms later on the
     /// session's standalone GET stream instead (issue 12, item 3). `None`: on the POST.
     pub answer_on_standalone: Option<StandaloneAnswer>,
+    /// A strict server (issue 12, item 4): every request after the handshake (every POST but
+    /// `initialize`, every GET and DELETE) whose `MCP-Protocol-Version` header is missing or
+    /// differs from the revision negotiated on its session gets HTTP 400 with
+    /// [`PROTOCOL_VERSION_REQUIRED_BODY`]; the request does nothing (a DELETE keeps the session).
+    pub strict_protocol_version: bool,
+    /// A server without sessions: `initialize` issues no `Mcp-Session-Id`, and requests without
+    /// the header are served by one implicit session.
+    pub sessionless: bool,
+    /// Every `DELETE` of a live session is answered with this status (after it was recorded) and
+    /// the session stays live.
+    pub delete_status: Option<u16>,
 }
 
 /// How the POST of a call whose response goes on the standalone stream is answered.
@@ -150,6 +165,17 @@ pub struct Received {
     pub headers: Vec<(String, String)>,
     /// The client end of the TCP connection it came on (one value per connection).
     pub peer: SocketAddr,
+}
+
+/// One `DELETE` the upstream received, and how it answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delete {
+    /// The `Mcp-Session-Id` request header.
+    pub session: Option<String>,
+    /// The `MCP-Protocol-Version` request header.
+    pub protocol_version: Option<String>,
+    /// The HTTP status it was answered with.
+    pub status: u16,
 }
 
 /// Sets up a [`FaultUpstream`] before it starts.
@@ -441,6 +467,12 @@ impl FaultHandle {
         self.lock().deletes
     }
 
+    /// Every `DELETE` received (also when recording is off, and also when it was refused), in
+    /// order, with the status it got.
+    pub fn delete_requests(&self) -> Vec<Delete> {
+        self.lock().delete_requests.clone()
+    }
+
     /// How many standalone GET streams are open.
     pub fn open_streams(&self) -> usize {
         let inner = self.lock();
@@ -468,6 +500,7 @@ struct Inner {
     sessions_issued: usize,
     cancellations: Vec<Value>,
     deletes: usize,
+    delete_requests: Vec<Delete>,
 }
 
 impl Inner {
@@ -483,6 +516,7 @@ impl Inner {
             sessions_issued: 0,
             cancellations: Vec::new(),
             deletes: 0,
+            delete_requests: Vec::new(),
         }
     }
 
@@ -503,6 +537,8 @@ impl Inner {
 /// One upstream session.
 #[derive(Default)]
 struct Session {
+    /// The revision answered in its `initialize`.
+    protocol_version: String,
     initialized: bool,
     calls: u32,
     streams: Vec<mpsc::Sender<Value>>,
@@ -513,6 +549,9 @@ struct Session {
     in_flight: HashMap<String, CancellationToken>,
     next_request: u64,
 }
+
+/// The key of the implicit session of a [`Faults::sessionless`] server.
+const SESSIONLESS_KEY: &str = "";
 
 /// A JSON-RPC id as a map key: its JSON text, so `1` and `"1"` differ.
 fn id_key(id: &Value) -> String {

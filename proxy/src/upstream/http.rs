@@ -112,6 +112,8 @@ impl HttpUpstream {
     }
 
     /// POSTs one JSON-RPC message; returns the reply and the `Mcp-Session-Id` response header.
+    /// `protocol_version` (the negotiated revision; `None` only for `initialize`) is sent as
+    /// `MCP-Protocol-Version`, with or without a `session`.
     ///
     /// # Errors
     /// [`UpstreamError::SessionLost`] when `session` was sent and the upstream answered 404, or
@@ -130,7 +132,7 @@ impl HttpUpstream {
         let mut request = self
             .client
             .post(self.url.clone())
-            .headers(headers(session, protocol_version))
+            .headers(headers(protocol_version))
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .body(message.text().to_owned());
@@ -200,7 +202,7 @@ impl HttpUpstream {
         let mut request = self
             .client
             .get(self.url.clone())
-            .headers(headers(Some(session), Some(protocol_version)))
+            .headers(headers(Some(protocol_version)))
             .header(ACCEPT, "text/event-stream")
             .header(SESSION_HEADER, session);
         if let Some(id) = last_event_id {
@@ -224,26 +226,43 @@ impl HttpUpstream {
         Ok(Some(sse_events(response)))
     }
 
-    /// Ends an upstream session with `DELETE` (best effort; errors are returned, not retried).
+    /// Ends an upstream session with `DELETE`, carrying the session's negotiated
+    /// `protocol_version` like every request after the handshake (MCP 2025-06-18, "Session
+    /// Management" and "Protocol Version Header"; issue 12, item 4). Best effort: errors are
+    /// returned, not retried.
     ///
     /// # Errors
-    /// [`UpstreamError::Send`] when the request could not be sent.
-    pub async fn delete(&self, session: &str) -> Result<(), UpstreamError> {
-        self.client
+    /// [`UpstreamError::Send`] when the request could not be sent; [`UpstreamError::Status`]
+    /// for any status but 2xx (405 means the upstream does not let clients end sessions; 404
+    /// that it no longer knows this one).
+    ///
+    /// # Cancellation
+    /// Cancel-safe: dropping the future abandons the HTTP request.
+    pub async fn delete(&self, session: &str, protocol_version: &str) -> Result<(), UpstreamError> {
+        let response = self
+            .client
             .delete(self.url.clone())
+            .headers(headers(Some(protocol_version)))
             .header(SESSION_HEADER, session)
             .send()
             .await
             .map_err(UpstreamError::Send)?;
-        Ok(())
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(UpstreamError::Status {
+            status: status.as_u16(),
+            body: error_body(response).await,
+        })
     }
 }
 
-fn headers(session: Option<&str>, protocol_version: Option<&str>) -> HeaderMap {
+/// `MCP-Protocol-Version` when a version was negotiated: on every request after `initialize`,
+/// with or without a session (a server without sessions needs it as much).
+fn headers(protocol_version: Option<&str>) -> HeaderMap {
     let mut headers = HeaderMap::new();
-    if let (Some(_), Some(version)) = (session, protocol_version)
-        && let Ok(value) = HeaderValue::from_str(version)
-    {
+    if let Some(value) = protocol_version.and_then(|v| HeaderValue::from_str(v).ok()) {
         headers.insert(PROTOCOL_VERSION_HEADER, value);
     }
     headers

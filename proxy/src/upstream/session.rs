@@ -223,15 +223,37 @@ impl UpstreamSession {
         final_response(reply, &id).await
     }
 
-    /// Ends the session upstream: `DELETE` for HTTP (best effort); for stdio the child's stdin
-    /// closes and it is stopped and reaped in the background.
+    /// Ends the session upstream: `DELETE` for HTTP (best effort; a refusal is logged with its
+    /// status, issue 12, item 4); for stdio the child's stdin closes and it is stopped and
+    /// reaped in the background.
+    ///
+    /// # Cancellation
+    /// Cancel-safe; callers bound it (2 s on shutdown).
     pub async fn close(&self) {
         match &self.link {
-            Link::Http(http, Some(id)) => {
-                if let Err(error) = http.delete(id).await {
-                    tracing::debug!(%error, "failed to delete upstream session");
-                }
-            }
+            Link::Http(http, Some(id)) => match http.delete(id, &self.protocol_version).await {
+                Ok(()) => tracing::debug!(upstream_session_id = id, "deleted upstream session"),
+                Err(UpstreamError::Status { status: 405, .. }) => tracing::debug!(
+                    upstream_session_id = id,
+                    "upstream does not let clients end sessions (405); it ends this one itself"
+                ),
+                Err(UpstreamError::Status { status: 404, .. }) => tracing::debug!(
+                    upstream_session_id = id,
+                    "upstream session already ended (404)"
+                ),
+                Err(UpstreamError::Status { status, body }) => tracing::warn!(
+                    upstream_session_id = id,
+                    status,
+                    body = %body,
+                    protocol_version = %self.protocol_version,
+                    "failed to delete upstream session; the upstream keeps it until it expires"
+                ),
+                Err(error) => tracing::warn!(
+                    upstream_session_id = id,
+                    error = %super::error_chain(&error),
+                    "failed to delete upstream session"
+                ),
+            },
             Link::Http(_, None) => {}
             Link::Stdio(connection) => connection.close(),
         }

@@ -89,7 +89,15 @@ impl Upstream {
             self.metrics.upstream_ready.set(0);
             self.current.send_replace(None);
             if stopping {
-                let _ = tokio::time::timeout(CLOSE_BUDGET, session.close()).await;
+                if tokio::time::timeout(CLOSE_BUDGET, session.close())
+                    .await
+                    .is_err()
+                {
+                    tracing::warn!(
+                        budget_ms = CLOSE_BUDGET.as_millis() as u64,
+                        "upstream session close timed out; the upstream keeps it until it expires"
+                    );
+                }
                 break;
             }
             tracing::warn!(upstream = %self.endpoint, "upstream session lost; re-initializing");

@@ -17,11 +17,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{
-    ALREADY_INITIALIZED_BODY, DEFAULT_PROTOCOL_VERSION, FaultHandle, Inner, Received,
-    SESSION_REQUIRED_BODY, SUPPORTED_PROTOCOL_VERSIONS, SecondSession, Session, id_key, tools,
+    ALREADY_INITIALIZED_BODY, DEFAULT_PROTOCOL_VERSION, Delete, FaultHandle, Inner,
+    PROTOCOL_VERSION_REQUIRED_BODY, Received, SESSION_REQUIRED_BODY, SESSIONLESS_KEY,
+    SUPPORTED_PROTOCOL_VERSIONS, SecondSession, id_key, tools,
 };
 
 const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// How many messages a standalone GET stream buffers before new ones are dropped.
 const STREAM_BUFFER: usize = 64;
@@ -38,7 +40,6 @@ async fn on_post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let session = session_header(&headers);
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     handle.record(Method::POST, &message, &body, &headers, peer);
     if handle.lock().not_found_now() {
@@ -52,14 +53,12 @@ async fn on_post(
     let method = object.get("method").and_then(Value::as_str);
     let id = object.get("id").cloned();
     if method == Some("initialize") {
-        return initialize(&handle, &message, session.as_deref()).await;
+        return initialize(&handle, &message, session_header(&headers).as_deref()).await;
     }
-    let Some(session) = session else {
-        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
+    let session = match handle.lock().session_of(&headers) {
+        Ok(session) => session,
+        Err(refusal) => return *refusal,
     };
-    if !handle.lock().sessions.contains_key(&session) {
-        return status_only(StatusCode::NOT_FOUND);
-    }
     match (method, id) {
         (Some(method), None) => notification(&handle, &session, method, &message),
         (None, Some(id)) => {
@@ -77,7 +76,7 @@ async fn on_post(
 
 async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>) -> Response {
     let id = message.get("id").cloned().unwrap_or(Value::Null);
-    let (delay, sse) = {
+    let (delay, sse, sessionless) = {
         let mut inner = handle.lock();
         inner.initializes += 1;
         if session.is_some() {
@@ -92,7 +91,12 @@ async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>
         if reject && !inner.sessions.is_empty() {
             return raw_json(StatusCode::BAD_REQUEST, ALREADY_INITIALIZED_BODY);
         }
-        (inner.faults.handshake_delay, inner.faults.sse_replies)
+        let faults = &inner.faults;
+        (
+            faults.handshake_delay,
+            faults.sse_replies,
+            faults.sessionless,
+        )
     };
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
@@ -104,10 +108,13 @@ async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>
     let (session_id, capabilities) = {
         let mut inner = handle.lock();
         inner.sessions_issued += 1;
-        let session_id = format!("fault-session-{}", inner.sessions_issued);
-        inner
-            .sessions
-            .insert(session_id.clone(), Session::default());
+        let session_id = if sessionless {
+            SESSIONLESS_KEY.to_owned()
+        } else {
+            format!("fault-session-{}", inner.sessions_issued)
+        };
+        let session = inner.sessions.entry(session_id.clone()).or_default();
+        session.protocol_version = version.to_owned();
         (session_id, inner.capabilities.to_json())
     };
     let reply = json!({"jsonrpc": "2.0", "id": id, "result": {
@@ -120,7 +127,9 @@ async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>
     } else {
         json_reply(StatusCode::OK, &reply)
     };
-    if let Ok(value) = HeaderValue::from_str(&session_id) {
+    if let Ok(value) = HeaderValue::from_str(&session_id)
+        && !sessionless
+    {
         response.headers_mut().insert(SESSION_HEADER, value);
     }
     response
@@ -227,14 +236,14 @@ async fn on_get(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let session = session_header(&headers);
     handle.record(Method::GET, &Value::Null, &[], &headers, peer);
     let mut inner = handle.lock();
     if inner.not_found_now() {
         return status_only(StatusCode::NOT_FOUND);
     }
-    let Some(session) = session else {
-        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
+    let session = match inner.session_of(&headers) {
+        Ok(session) => session,
+        Err(refusal) => return *refusal,
     };
     let Some(state) = inner.sessions.get_mut(&session) else {
         return status_only(StatusCode::NOT_FOUND);
@@ -251,20 +260,15 @@ async fn on_delete(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Response {
-    let session = session_header(&headers);
     handle.record(Method::DELETE, &Value::Null, &[], &headers, peer);
     let mut inner = handle.lock();
-    if inner.not_found_now() {
-        return status_only(StatusCode::NOT_FOUND);
-    }
-    let Some(session) = session else {
-        return raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY);
-    };
-    if inner.sessions.remove(&session).is_none() {
-        return status_only(StatusCode::NOT_FOUND);
-    }
-    inner.deletes += 1;
-    status_only(StatusCode::OK)
+    let response = inner.delete(&headers);
+    inner.delete_requests.push(Delete {
+        session: session_header(&headers),
+        protocol_version: header_text(&headers, PROTOCOL_VERSION_HEADER),
+        status: response.status().as_u16(),
+    });
+    response
 }
 
 impl FaultHandle {
@@ -316,6 +320,47 @@ impl Inner {
     fn not_found_now(&self) -> bool {
         until_active(self.faults.not_found_until)
     }
+
+    /// The live session a request after the handshake belongs to, or the refusal it gets: 400
+    /// without `Mcp-Session-Id` (unless [`super::Faults::sessionless`]), 404 for an unknown
+    /// one, then (with [`super::Faults::strict_protocol_version`]) 400 when its
+    /// `MCP-Protocol-Version` is not the session's revision.
+    fn session_of(&self, headers: &HeaderMap) -> Result<String, Box<Response>> {
+        let session = session_header(headers)
+            .or_else(|| self.faults.sessionless.then(|| SESSIONLESS_KEY.to_owned()))
+            .ok_or_else(|| Box::new(raw_json(StatusCode::BAD_REQUEST, SESSION_REQUIRED_BODY)))?;
+        let state = self
+            .sessions
+            .get(&session)
+            .ok_or_else(|| Box::new(status_only(StatusCode::NOT_FOUND)))?;
+        let version = header_text(headers, PROTOCOL_VERSION_HEADER);
+        if self.faults.strict_protocol_version
+            && version.as_deref() != Some(state.protocol_version.as_str())
+        {
+            return Err(Box::new(raw_json(
+                StatusCode::BAD_REQUEST,
+                PROTOCOL_VERSION_REQUIRED_BODY,
+            )));
+        }
+        Ok(session)
+    }
+
+    /// Ends the session a `DELETE` names, or says why not.
+    fn delete(&mut self, headers: &HeaderMap) -> Response {
+        if self.not_found_now() {
+            return status_only(StatusCode::NOT_FOUND);
+        }
+        let session = match self.session_of(headers) {
+            Ok(session) => session,
+            Err(refusal) => return *refusal,
+        };
+        if let Some(status) = self.faults.delete_status {
+            return status_only(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST));
+        }
+        self.sessions.remove(&session);
+        self.deletes += 1;
+        status_only(StatusCode::OK)
+    }
 }
 
 fn until_active(until: Option<Instant>) -> bool {
@@ -323,8 +368,12 @@ fn until_active(until: Option<Instant>) -> bool {
 }
 
 fn session_header(headers: &HeaderMap) -> Option<String> {
+    header_text(headers, SESSION_HEADER)
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
-        .get(SESSION_HEADER)
+        .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
 }

@@ -323,3 +323,54 @@ async fn fault_silent_accepts_and_never_answers() {
     let refused = client().post(FaultUpstream::closed_port_url()).send().await;
     assert!(refused.is_err_and(|e| e.is_connect()));
 }
+
+#[tokio::test]
+async fn fault_strict_refuses_requests_after_initialize_without_the_negotiated_version() {
+    let up = started(Faults {
+        strict_protocol_version: true,
+        ..Faults::default()
+    })
+    .await;
+    let reply = post_raw(&up.url, None, &init(1)).await;
+    assert_eq!(reply.status, 200, "initialize needs no version header");
+    let session = reply.session.expect("session id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let missing = post_raw(&up.url, Some(&session), &initialized).await;
+    assert_eq!(missing.status, 400);
+    assert_eq!(
+        missing.last(),
+        &serde_json::from_str::<Value>(PROTOCOL_VERSION_REQUIRED_BODY).expect("body")
+    );
+    let negotiated = [("mcp-protocol-version", "2025-06-18")];
+    let other = [("mcp-protocol-version", "2025-03-26")];
+    let accepted = crate::proxy::post_with(&up.url, Some(&session), &negotiated, &initialized);
+    assert_eq!(accepted.await.status, 202);
+    let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+    let wrong = crate::proxy::post_with(&up.url, Some(&session), &other, &ping);
+    assert_eq!(wrong.await.status, 400, "not the negotiated revision");
+    let delete = |version: Option<&'static str>| {
+        let mut request = client().delete(&up.url).header("mcp-session-id", &session);
+        if let Some(version) = version {
+            request = request.header("mcp-protocol-version", version);
+        }
+        request.send()
+    };
+    assert_eq!(delete(None).await.expect("delete").status().as_u16(), 400);
+    assert_eq!(
+        up.live_sessions(),
+        vec![session.clone()],
+        "a refused DELETE keeps the session"
+    );
+    let ended = delete(Some("2025-06-18")).await.expect("delete");
+    assert_eq!(ended.status().as_u16(), 200);
+    assert!(up.live_sessions().is_empty());
+    let deletes: Vec<_> = up
+        .delete_requests()
+        .into_iter()
+        .map(|d| (d.protocol_version, d.status))
+        .collect();
+    assert_eq!(
+        deletes,
+        vec![(None, 400), (Some("2025-06-18".to_owned()), 200)]
+    );
+}

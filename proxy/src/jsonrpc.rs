@@ -24,9 +24,6 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// The request's time budget (`timeouts.call`) ran out. Same code the MCP TypeScript SDK uses.
 pub const REQUEST_TIMEOUT: i64 = -32001;
-/// The client cancelled the request (`notifications/cancelled`); same code as LSP's
-/// `RequestCancelled`. Sent only to close the request's HTTP exchange.
-pub const REQUEST_CANCELLED: i64 = -32800;
 /// No upstream session could be had within the connect budget.
 pub const UPSTREAM_UNAVAILABLE: i64 = -32010;
 /// The upstream forgot the session while the request was in flight.

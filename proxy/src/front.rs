@@ -8,6 +8,7 @@
 
 mod auth;
 mod body;
+mod client_response;
 
 pub use auth::BearerToken;
 mod era;
@@ -164,38 +165,8 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
         Message::Notification { method, body } => {
             notification(proxy, &session, &method, body).await
         }
-        Message::Response { id, body } => client_response(proxy, &session, &id, body).await,
+        Message::Response { id, body } => client_response::relay(proxy, &session, &id, body).await,
     }
-}
-
-/// A client's answer to a server request the proxy relayed: sent upstream under the
-/// upstream's original id (field case BR-27).
-async fn client_response(
-    proxy: &Proxy,
-    session: &DownstreamSession,
-    id: &Value,
-    mut body: Map<String, Value>,
-) -> Answer {
-    let Some(pending) = session.take_server_request(id) else {
-        return refused(
-            proxy,
-            "unexpected_response",
-            StatusCode::BAD_REQUEST,
-            id,
-            jsonrpc::INVALID_REQUEST,
-            "no server request is pending with this id",
-        );
-    };
-    body.insert("id".into(), pending.upstream_id);
-    let message = Value::Object(body);
-    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&message)).await;
-    if !matches!(sent, Ok(Ok(_))) {
-        tracing::warn!(
-            mcp.session_id = session.id(),
-            "failed to relay a client response upstream"
-        );
-    }
-    Answer::Accepted
 }
 
 /// The POST must carry JSON (`Content-Type: application/json`) and accept JSON or SSE replies

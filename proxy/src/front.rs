@@ -7,6 +7,8 @@
 //! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
 
 mod auth;
+mod body;
+mod client_response;
 
 pub use auth::BearerToken;
 mod era;
@@ -17,8 +19,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
@@ -88,35 +89,25 @@ fn live_session(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
     Some(session)
 }
 
-async fn handle_post(
-    State(proxy): State<Arc<Proxy>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    if let Some(answer) = bad_headers(&proxy, &headers) {
+async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+    match body::read(&proxy, request).await {
+        Ok((headers, body)) => client_message(&proxy, &headers, &body)
+            .await
+            .into_response(),
+        Err(refusal) => refusal,
+    }
+}
+
+/// One client message, its body read whole ([`body::read`]).
+async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -> Answer {
+    if let Some(answer) = bad_headers(proxy, headers) {
         return answer;
     }
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            return refused(
-                &proxy,
-                "body",
-                rejection.status(),
-                &Value::Null,
-                jsonrpc::INVALID_REQUEST,
-                &format!(
-                    "request body refused: {} (limit {MAX_BODY_BYTES} bytes)",
-                    rejection.body_text()
-                ),
-            );
-        }
-    };
-    let value = match jsonrpc::WireMessage::parse(&body) {
+    let value = match jsonrpc::WireMessage::parse(body) {
         Ok(value) => value,
         Err(_) => {
             return refused(
-                &proxy,
+                proxy,
                 "parse",
                 StatusCode::BAD_REQUEST,
                 &Value::Null,
@@ -127,22 +118,22 @@ async fn handle_post(
     };
     let message = match Message::classify(value) {
         Ok(message) => message,
-        Err(invalid) => return refuse(&proxy, &invalid),
+        Err(invalid) => return refuse(proxy, &invalid),
     };
-    if let Some(answer) = bad_params(&proxy, &message) {
+    if let Some(answer) = bad_params(proxy, &message) {
         return answer;
     }
-    let header = session_header(&headers);
+    let header = session_header(headers);
     if let Message::Request { id, method, body } = &message
         && method == "initialize"
     {
-        return initialize::handle(&proxy, header, id, body).await;
+        return initialize::handle(proxy, header, id, body).await;
     }
     let request_id = match &message {
         Message::Request { id, .. } | Message::Response { id, .. } => id.clone(),
         Message::Notification { .. } => Value::Null,
     };
-    if header.is_none() && era::is_stateless(&headers, &message) {
+    if header.is_none() && era::is_stateless(headers, &message) {
         proxy
             .metrics
             .invalid_messages
@@ -152,7 +143,7 @@ async fn handle_post(
     }
     let Some(header) = header else {
         return refused(
-            &proxy,
+            proxy,
             "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
@@ -160,51 +151,22 @@ async fn handle_post(
             "missing Mcp-Session-Id header: send initialize first",
         );
     };
-    if let Some(answer) = unsupported_version(&proxy, &headers, &request_id) {
+    if let Some(answer) = unsupported_version(proxy, headers, &request_id) {
         return answer;
     }
-    let Some(session) = live_session(&proxy, header) else {
-        return unknown_session(&proxy, &request_id);
+    let Some(session) = live_session(proxy, header) else {
+        return unknown_session(proxy, &request_id);
     };
     match message {
         Message::Request { id, method, body } => {
-            let json_only = !accepts_sse(&headers);
-            forward::request(Arc::clone(&proxy), session, id, method, body, json_only).await
+            let json_only = !accepts_sse(headers);
+            forward::request(Arc::clone(proxy), session, id, method, body, json_only).await
         }
         Message::Notification { method, body } => {
-            notification(&proxy, &session, &method, body).await
+            notification(proxy, &session, &method, body).await
         }
-        Message::Response { id, body } => client_response(&proxy, &session, &id, body).await,
+        Message::Response { id, body } => client_response::relay(proxy, &session, &id, body).await,
     }
-}
-
-/// A client's answer to a server request the proxy relayed: sent upstream under the
-/// upstream's original id (field case BR-27).
-async fn client_response(
-    proxy: &Proxy,
-    session: &DownstreamSession,
-    id: &Value,
-    mut body: jsonrpc::WireMessage,
-) -> Answer {
-    let Some(pending) = session.take_server_request(id) else {
-        return refused(
-            proxy,
-            "unexpected_response",
-            StatusCode::BAD_REQUEST,
-            id,
-            jsonrpc::INVALID_REQUEST,
-            "no server request is pending with this id",
-        );
-    };
-    body.set_id(&pending.upstream_id);
-    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&body)).await;
-    if !matches!(sent, Ok(Ok(_))) {
-        tracing::warn!(
-            mcp.session_id = session.id(),
-            "failed to relay a client response upstream"
-        );
-    }
-    Answer::Accepted
 }
 
 /// The POST must carry JSON (`Content-Type: application/json`) and accept JSON or SSE replies

@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -21,6 +20,10 @@ use crate::sessions::Sessions;
 use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
 use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
+
+pub mod linger;
+
+pub use linger::LingerOnClose;
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -419,21 +422,18 @@ fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, St
     })
 }
 
-/// Serves `router` on `listener` until `shutdown`, with `TCP_NODELAY` on every accepted
-/// connection: without it a response head and its first SSE event, written separately, wait
-/// for the client's delayed ACK, about 40 ms per call for common clients (issue 12, item 0).
+/// Serves `router` on `listener` until `shutdown`, through [`linger::Listener`]: `TCP_NODELAY`
+/// on every accepted connection (issue 12, item 0), and a lingering close where a handler asked
+/// for one through the request's `ConnectInfo<LingerOnClose>` (issue 12, item 7).
 fn serve(
     listener: TcpListener,
     router: axum::Router,
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "failed to set TCP_NODELAY on an accepted connection");
-        }
-    });
+    let listener = linger::Listener::new(listener);
+    let service = router.into_make_service_with_connect_info::<LingerOnClose>();
     tokio::spawn(async move {
-        let served = axum::serve(listener, router)
+        let served = axum::serve(listener, service)
             .with_graceful_shutdown(shutdown.cancelled_owned())
             .await;
         if let Err(error) = served {

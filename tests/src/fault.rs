@@ -434,6 +434,18 @@ impl FaultHandle {
         self.lock().received.clone()
     }
 
+    /// The requests received from position `from` on (as counted by [`Self::received_count`]),
+    /// in order, without copying the earlier ones.
+    pub fn received_since(&self, from: usize) -> Vec<Received> {
+        let inner = self.lock();
+        inner.received.get(from..).unwrap_or_default().to_vec()
+    }
+
+    /// How many requests were recorded so far.
+    pub fn received_count(&self) -> usize {
+        self.lock().received.len()
+    }
+
     /// How many received POSTs carried JSON-RPC `method`.
     pub fn count(&self, method: &str) -> usize {
         let inner = self.lock();

@@ -111,6 +111,17 @@ impl Call {
                 .and_then(Value::as_array)
                 .is_some_and(|tools| !tools.iter().all(shown))
         };
+        if self.method == "tools/list" && hides(&message) && message.is_partial() {
+            // Re-serializing would lose what the view cannot hold; hiding nothing would break
+            // the policy. Neither: the client gets an error.
+            return jsonrpc::error_response(
+                &self.downstream_id,
+                jsonrpc::INTERNAL_ERROR,
+                "the upstream's tools/list result is nested too deeply to be filtered by the tool policy",
+                None,
+            )
+            .into();
+        }
         if self.method == "tools/list" && hides(&message) {
             message.rebuild(|view| {
                 if let Some(tools) = view

@@ -160,11 +160,11 @@ pub async fn post_with(
     let content_type = header("content-type");
     let text = response.text().await.expect("body");
     let messages = if text.trim_start().starts_with('{') {
-        vec![serde_json::from_str(&text).expect("json body")]
+        vec![read_json(text.as_bytes()).expect("json body")]
     } else {
         text.lines()
             .filter_map(|line| line.strip_prefix("data:"))
-            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .filter_map(|data| read_json(data.as_bytes()).ok())
             .collect()
     };
     RawReply {
@@ -174,6 +174,13 @@ pub async fn post_with(
         messages,
         text,
     }
+}
+
+/// Reads a JSON-RPC message as the proxy does: JSON a `Value` cannot hold whole (deep nesting,
+/// `1e400`) still gives its envelope.
+fn read_json(bytes: &[u8]) -> Result<Value, berth_proxy::jsonrpc::ParseError> {
+    berth_proxy::jsonrpc::WireMessage::parse(bytes)
+        .map(berth_proxy::jsonrpc::WireMessage::into_view)
 }
 
 /// `initialize` + `notifications/initialized`; returns the session id.

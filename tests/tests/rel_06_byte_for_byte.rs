@@ -184,3 +184,38 @@ async fn rel_06_stdio_child_params_and_result_byte_for_byte() {
         proxy.shutdown().await;
     }
 }
+
+#[tokio::test]
+async fn rel_06_results_and_arguments_a_json_value_cannot_hold_pass_unchanged() {
+    // Nesting past serde_json's 128 levels, a number beyond f64 and a lone surrogate: valid
+    // JSON that the proxy carries as text (found by a new user: a 130-deep result came back as
+    // a retryable -32012 although the tool had run).
+    let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    let odd = format!(r#"{{"deep":{deep},"huge":1e400,"lone":"\ud800"}}"#);
+    let result = format!(r#"{{"content":[],"structuredContent":{odd}}}"#);
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| f.raw_result = Some(result.clone()));
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let client_text = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"raw","arguments":{odd}}}}}"#
+    );
+    let reply = post_with(&url, Some(&session), &[], &client_text).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        last_message_text(&reply),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"result":{result}}}"#)
+    );
+    let sent = upstream
+        .received()
+        .into_iter()
+        .find(|r| r.raw.contains(r#""name":"raw""#))
+        .expect("the call reached the upstream");
+    let at = sent.raw.find(r#","method""#).expect("method");
+    assert_eq!(
+        &sent.raw[at..],
+        &client_text[client_text.find(r#","method""#).expect("method")..]
+    );
+    proxy.shutdown().await;
+}

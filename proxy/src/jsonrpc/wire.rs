@@ -23,7 +23,13 @@ use serde_json::value::RawValue;
 pub struct WireMessage {
     text: String,
     view: Value,
+    /// Some member could not be held by the view (see [`WireMessage::parse`]).
+    partial: bool,
 }
+
+/// How many levels of a message the view holds member by member when the whole message does
+/// not fit a `Value`; the envelope and `params`/`result` members the proxy reads are within.
+const PARTIAL_VIEW_LEVELS: usize = 4;
 
 /// Why bytes are not one JSON value.
 #[derive(Debug, thiserror::Error)]
@@ -39,16 +45,35 @@ pub enum ParseError {
 impl WireMessage {
     /// Parses one JSON value from `bytes`, keeping its text.
     ///
+    /// JSON that a `serde_json::Value` cannot hold is still carried (issue 12, items 6 and
+    /// 8): nesting deeper than serde_json's 128 levels, numbers beyond the range of `f64`
+    /// (`1e400`), lone UTF-16 surrogates in escapes. The view then holds the outer levels member
+    /// by member and `null` in place of each member it cannot hold ([`Self::is_partial`]); the
+    /// text is untouched.
+    ///
     /// # Errors
-    /// [`ParseError`] when `bytes` are not UTF-8 or not exactly one JSON value (numbers beyond
-    /// the range of `f64`, such as `1e400`, are refused too: the view could not hold them).
+    /// [`ParseError`] when `bytes` are not UTF-8 or not exactly one JSON value.
     pub fn parse(bytes: &[u8]) -> Result<Self, ParseError> {
         let text = std::str::from_utf8(bytes)?.trim_matches([' ', '\t', '\n', '\r']);
-        let view = serde_json::from_str(text)?;
+        let (view, partial) = match serde_json::from_str(text) {
+            Ok(view) => (view, false),
+            Err(error) => {
+                // Syntax errors are errors; anything else is JSON a `Value` cannot hold.
+                serde_json::from_str::<IgnoredAny>(text).map_err(|_| error)?;
+                (partial_view(text, PARTIAL_VIEW_LEVELS), true)
+            }
+        };
         Ok(Self {
             text: text.to_owned(),
             view,
+            partial,
         })
+    }
+
+    /// Whether some member of the message could not be held by the view (it reads as `null`
+    /// there; the text keeps it). A rewrite by [`Self::rebuild`] would lose it.
+    pub fn is_partial(&self) -> bool {
+        self.partial
     }
 
     /// The exact text of the message.
@@ -142,6 +167,7 @@ impl WireMessage {
                 .map(|(raw, view)| Self {
                     text: raw.get().to_owned(),
                     view: view.clone(),
+                    partial: self.partial,
                 })
                 .collect(),
         )
@@ -154,6 +180,7 @@ impl From<Value> for WireMessage {
         Self {
             text: view.to_string(),
             view,
+            partial: false,
         }
     }
 }
@@ -178,6 +205,35 @@ impl fmt::Display for WireMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
     }
+}
+
+/// The view of valid JSON `text` that a `Value` cannot hold whole: objects and arrays member by
+/// member for `levels` levels, `null` for what still does not fit.
+fn partial_view(text: &str, levels: usize) -> Value {
+    if let Ok(view) = serde_json::from_str(text) {
+        return view;
+    }
+    if levels == 0 {
+        return Value::Null;
+    }
+    if let Ok(members) = serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(text)
+    {
+        return Value::Object(
+            members
+                .into_iter()
+                .map(|(key, raw)| (key, partial_view(raw.get(), levels - 1)))
+                .collect(),
+        );
+    }
+    if let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(text) {
+        return Value::Array(
+            items
+                .into_iter()
+                .map(|raw| partial_view(raw.get(), levels - 1))
+                .collect(),
+        );
+    }
+    Value::Null
 }
 
 /// The byte range in `text` of the member at `path`.
@@ -323,6 +379,29 @@ mod tests {
         assert_eq!(
             WireMessage::parse(message.line().as_bytes()).expect("parse")["a"],
             json!("x\n")
+        );
+    }
+
+    #[test]
+    fn json_a_value_cannot_hold_is_carried_with_a_partial_view() {
+        let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+        for member in [deep.as_str(), "1e400", r#""\ud800""#] {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":5,"result":{{"isError":true,"deep":{{"x":{member}}}}}}}"#
+            );
+            let mut message = WireMessage::parse(text.as_bytes()).expect("carried");
+            assert!(message.is_partial());
+            assert_eq!(message["result"]["isError"], json!(true));
+            message.set_id(&json!("client"));
+            assert_eq!(
+                message.text(),
+                text.replace(r#""id":5"#, r#""id":"client""#)
+            );
+        }
+        assert!(
+            !WireMessage::parse(br#"{"a":[1]}"#)
+                .expect("parse")
+                .is_partial()
         );
     }
 

@@ -40,7 +40,11 @@ async fn on_post(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    // The proxy's own reader, so JSON a `Value` cannot hold whole (deep nesting, `1e400`) is
+    // still read for its envelope.
+    let message: Value = berth_proxy::jsonrpc::WireMessage::parse(&body)
+        .map(berth_proxy::jsonrpc::WireMessage::into_view)
+        .unwrap_or(Value::Null);
     handle.record(Method::POST, &message, &body, &headers, peer);
     if handle.lock().not_found_now() {
         return status_only(StatusCode::NOT_FOUND);

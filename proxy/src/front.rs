@@ -120,6 +120,24 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
         Ok(message) => message,
         Err(invalid) => return refuse(proxy, &invalid),
     };
+    if let Some(name) = message.body().duplicate_member() {
+        // Parsers differ on which duplicate counts, so the upstream might read another id,
+        // method or tool than the proxy checked: refused, nothing forwarded.
+        let id = match &message {
+            Message::Request { id, .. } | Message::Response { id, .. } if name != "id" => {
+                id.clone()
+            }
+            _ => Value::Null,
+        };
+        return refused(
+            proxy,
+            "shape",
+            StatusCode::BAD_REQUEST,
+            &id,
+            jsonrpc::INVALID_REQUEST,
+            &format!("member {name:?} appears twice; a JSON-RPC message must be unambiguous"),
+        );
+    }
     if let Some(answer) = bad_params(proxy, &message) {
         return answer;
     }

@@ -156,6 +156,34 @@ impl WireMessage {
         }
     }
 
+    /// The first member name that appears twice in the envelope, in `params` or in
+    /// `params._meta`, as a path such as `params.name`: parsers differ on which duplicate counts
+    /// (serde_json and most take the last, some the first), so such a message means different
+    /// things to the proxy and to the upstream, and a tool policy could be bypassed with
+    /// `"name":"hidden","name":"allowed"`. `None` when every name is unique.
+    pub fn duplicate_member(&self) -> Option<String> {
+        for path in [&[][..], &["params"], &["params", "_meta"]] {
+            let range = if path.is_empty() {
+                0..self.text.len()
+            } else {
+                span(&self.text, path)?
+            };
+            let mut deserializer = serde_json::Deserializer::from_str(&self.text[range]);
+            let Ok(keys) = KeysSeed.deserialize(&mut deserializer) else {
+                continue;
+            };
+            let mut seen = std::collections::HashSet::new();
+            if let Some(key) = keys.into_iter().find(|key| !seen.insert(key.clone())) {
+                let mut name = path.join(".");
+                if !name.is_empty() {
+                    name.push('.');
+                }
+                return Some(name + &key);
+            }
+        }
+        None
+    }
+
     /// Splits a JSON array (a batch) into its members, each with its exact text; `None` when
     /// the message is not an array.
     pub fn members(&self) -> Option<Vec<Self>> {
@@ -256,6 +284,37 @@ fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
         .deserialize(&mut deserializer)
         .ok()
         .flatten()
+}
+
+/// The member names of a JSON object, in order, duplicates kept.
+struct KeysSeed;
+
+impl<'de> DeserializeSeed<'de> for KeysSeed {
+    type Value = Vec<String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeysSeed {
+    type Value = Vec<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut keys = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<IgnoredAny>()?;
+            keys.push(key);
+        }
+        Ok(keys)
+    }
 }
 
 struct MemberSeed<'k>(&'k str);
@@ -403,6 +462,31 @@ mod tests {
                 .expect("parse")
                 .is_partial()
         );
+    }
+
+    #[test]
+    fn duplicate_member_names_the_first_repeated_name_of_envelope_params_and_meta() {
+        let cases = [
+            (r#"{"id":1,"id":2,"method":"ping"}"#, Some("id")),
+            (
+                r#"{"id":1,"params":{"name":"a","\u006eame":"b"}}"#,
+                Some("params.name"),
+            ),
+            (
+                r#"{"id":1,"params":{"_meta":{"progressToken":1,"progressToken":2}}}"#,
+                Some("params._meta.progressToken"),
+            ),
+            (r#"{"id":1,"params":{"arguments":{"x":1,"x":2}}}"#, None),
+            (r#"{"id":1,"params":[1,1]}"#, None),
+            (
+                r#"{"id":1,"method":"ping","params":{"a":1,"b":{"a":1}}}"#,
+                None,
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = WireMessage::parse(text.as_bytes()).expect("parse");
+            assert_eq!(message.duplicate_member().as_deref(), expected, "{text}");
+        }
     }
 
     #[test]

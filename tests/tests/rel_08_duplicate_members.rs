@@ -1,0 +1,57 @@
+//! Issue 12, item 8 (found by a new user): a member name given twice in the envelope, in
+//! `params` or in `params._meta` is refused with 400 and -32600, and nothing reaches the
+//! upstream. Parsers differ on which duplicate counts: with `"name":"bad","name":"echo"` the
+//! proxy's policy saw `echo` while an upstream that keeps the first would run `bad`.
+
+use berth_crds::ToolsPolicySpec;
+use berth_tests::fault::FaultUpstream;
+use berth_tests::proxy::{config, mcp_url, open_session, post_raw, start_ready};
+use serde_json::json;
+
+#[tokio::test]
+async fn rel_08_duplicate_member_names_are_refused_and_never_reach_the_upstream() {
+    let upstream = FaultUpstream::builder().start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = ToolsPolicySpec {
+        allow: Some(vec!["echo".into()]),
+        ..ToolsPolicySpec::default()
+    };
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let before = upstream.received().len();
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"bad","name":"echo","arguments":{"message":"x"}}}"#,
+            json!(4),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","method":"ping","params":{"name":"echo"}}"#,
+            json!(5),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":{},"_meta":{"progressToken":1,"progressToken":2}}}"#,
+            json!(6),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#,
+            json!(null),
+        ),
+    ];
+    for (body, id) in cases {
+        let reply = post_raw(&url, Some(&session), body).await;
+        assert_eq!(reply.status, 400, "{body}: {}", reply.text);
+        assert_eq!(reply.last()["id"], id, "{body}");
+        assert_eq!(reply.last()["error"]["code"], json!(-32600), "{body}");
+    }
+    assert_eq!(
+        upstream.received().len(),
+        before,
+        "nothing reached the upstream"
+    );
+    // Duplicates inside a tool's arguments belong to the tool: forwarded as sent.
+    let inner = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a","message":"b"}}}"#;
+    let reply = post_raw(&url, Some(&session), inner).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    proxy.shutdown().await;
+}

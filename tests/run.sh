@@ -10,6 +10,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$root"
 export BERTH_CACHE_DIR="${BERTH_CACHE_DIR:-$HOME/.cache/berth}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BERTH_CACHE_DIR/target}"
+# No incremental caches: a full run builds each crate once, and they grow the shared target
+# directory by gigabytes per checkout.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 step() { printf '\n== %s\n' "$*" >&2; }
 
 step "format and lint"

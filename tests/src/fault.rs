@@ -8,11 +8,13 @@
 //! stream; `DELETE` ends a session. Tools: `echo`, `bad` (`isError: true`), `missing` (JSON-RPC
 //! -32602), `slow` (`arguments.ms`, with progress), `ask` (sampling, elicitation and roots
 //! requests to the client mid-call). Faults: see [`Faults`] and the methods of [`FaultHandle`];
-//! a silent TCP acceptor and a refused port are in [`silent`] and [`closed_port_url`].
+//! a silent TCP acceptor and a refused port are in [`silent`] and [`closed_port_url`]; an
+//! upstream that is killed and restarted on the same port is in [`restart`].
 //! Not responsible for: being a correct or complete MCP server. It is a test double; where the
 //! spec leaves a choice it copies the TypeScript SDK (status codes and bodies of errors).
 
 mod http;
+pub mod restart;
 pub mod silent;
 mod tools;
 
@@ -26,6 +28,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+pub use restart::RestartableUpstream;
 pub use silent::{SilentUpstream, closed_port_url, silent};
 
 /// Protocol revisions the fault upstream accepts in `initialize` (newest first); any other
@@ -184,6 +187,7 @@ pub struct Builder {
     faults: Faults,
     capabilities: Capabilities,
     record: bool,
+    session_prefix: String,
 }
 
 impl Builder {
@@ -202,6 +206,13 @@ impl Builder {
     /// Whether to record received messages (default `true`; benchmarks turn it off).
     pub fn record(mut self, on: bool) -> Self {
         self.record = on;
+        self
+    }
+
+    /// The start of every issued `Mcp-Session-Id`, followed by `-<n>` (default `fault-session`),
+    /// so that upstreams restarted on one address do not issue each other's ids.
+    pub fn session_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.session_prefix = prefix.into();
         self
     }
 
@@ -262,6 +273,7 @@ impl FaultUpstream {
             faults: Faults::default(),
             capabilities: Capabilities::default(),
             record: true,
+            session_prefix: "fault-session".to_owned(),
         }
     }
 
@@ -505,6 +517,7 @@ struct Inner {
     faults: Faults,
     capabilities: Capabilities,
     record: bool,
+    session_prefix: String,
     tools: Vec<Value>,
     sessions: HashMap<String, Session>,
     received: Vec<Received>,
@@ -521,6 +534,7 @@ impl Inner {
             faults: builder.faults,
             capabilities: builder.capabilities,
             record: builder.record,
+            session_prefix: builder.session_prefix,
             tools: tools::definitions(),
             sessions: HashMap::new(),
             received: Vec::new(),

@@ -115,7 +115,7 @@ async fn initialize(handle: &FaultHandle, message: &Value, session: Option<&str>
         let session_id = if sessionless {
             SESSIONLESS_KEY.to_owned()
         } else {
-            format!("fault-session-{}", inner.sessions_issued)
+            format!("{}-{}", inner.session_prefix, inner.sessions_issued)
         };
         let session = inner.sessions.entry(session_id.clone()).or_default();
         session.protocol_version = version.to_owned();

@@ -33,6 +33,15 @@ pub async fn silent() -> SilentUpstream {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind silent upstream");
+    silent_on(listener)
+}
+
+/// Starts a [`SilentUpstream`] on `listener` (e.g. the port of an upstream that just died), on
+/// the current runtime.
+///
+/// # Panics
+/// When the listener has no local address.
+pub fn silent_on(listener: tokio::net::TcpListener) -> SilentUpstream {
     let addr = listener.local_addr().expect("silent upstream addr");
     let accepted = Arc::new(AtomicUsize::new(0));
     let counter = accepted.clone();
@@ -78,7 +87,7 @@ impl BlackHole {
     }
 }
 
-/// Starts a [`BlackHole`].
+/// Starts a [`BlackHole`] on 127.0.0.1:0.
 ///
 /// # Panics
 /// When it cannot bind, or its accept queue never fills within 64 connections.
@@ -88,6 +97,16 @@ pub async fn black_hole() -> BlackHole {
         .bind("127.0.0.1:0".parse().expect("addr"))
         .expect("bind black hole");
     let listener = socket.listen(0).expect("listen with backlog 0");
+    black_hole_on(listener).await
+}
+
+/// Makes a [`BlackHole`] of `listener`, which must have been opened with a backlog of 0 and
+/// never accepts: fills its accept queue, on the current runtime.
+///
+/// # Panics
+/// When the listener has no local address, or its accept queue never fills within 64
+/// connections.
+pub async fn black_hole_on(listener: tokio::net::TcpListener) -> BlackHole {
     let addr = listener.local_addr().expect("black hole addr");
     let mut fillers = Vec::new();
     loop {

@@ -374,3 +374,49 @@ async fn fault_strict_refuses_requests_after_initialize_without_the_negotiated_v
         vec![(None, 400), (Some("2025-06-18".to_owned()), 200)]
     );
 }
+
+#[tokio::test]
+async fn fault_restartable_kill_closes_connections_and_restart_forgets_sessions() {
+    berth_proxy::install_crypto_provider();
+    let mut up = RestartableUpstream::start(FaultUpstream::builder()).await;
+    let first = open_session(&up.url).await;
+    assert!(
+        first.starts_with(&format!("fault-{}-i0-", up.addr.port())),
+        "{first}"
+    );
+    // A standalone stream held open on a kept-alive connection ends when the upstream dies.
+    let get = client()
+        .get(&up.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &first)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(get.status(), 200);
+    up.kill();
+    let body = tokio::time::timeout(Duration::from_secs(5), get.bytes()).await;
+    assert!(body.is_ok(), "the stream ends when the upstream is killed");
+    let refused = client().post(&up.url).body(init(1)).send().await;
+    assert!(refused.is_err_and(|e| e.is_connect()), "down: refused");
+
+    up.silence().await;
+    assert!(up.handle().is_none());
+    let request = client().post(&up.url).body(init(2)).send();
+    let outcome = tokio::time::timeout(Duration::from_millis(500), request).await;
+    assert!(outcome.is_err(), "silent: accepted, never answered");
+
+    up.restart().await;
+    let stale = post_raw(&up.url, Some(&first), &call(json!(3), "echo", json!({}))).await;
+    assert_eq!(stale.status, 404, "a restarted upstream has no sessions");
+    let second = open_session(&up.url).await;
+    assert_ne!(second, first);
+    let reply = post_raw(
+        &up.url,
+        Some(&second),
+        &call(json!(4), "echo", json!({"message": "back"})),
+    )
+    .await;
+    assert_eq!(reply.last()["result"]["content"][0]["text"], json!("back"));
+    assert_eq!(up.handle().expect("serving").sessions_issued(), 1);
+    assert_eq!(up.incarnations(), 3);
+}

@@ -32,8 +32,8 @@ pub(super) fn definitions() -> Vec<Value> {
             "inputSchema": object}),
         json!({
             "name": "slow",
-            "description": "Answers after `ms` milliseconds, with `steps` (default 3) progress notifications.",
-            "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}, "steps": {"type": "integer"}}},
+            "description": "Answers `message` (default `slept <ms> ms`) after `ms` milliseconds, with `steps` (default 3) progress notifications.",
+            "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}, "steps": {"type": "integer"}, "message": {"type": "string"}}},
         }),
         json!({"name": "ask",
             "description": "Asks the client for sampling, elicitation and roots, in turn.",
@@ -153,7 +153,7 @@ impl Call {
     }
 
     /// Sleeps `arguments.ms` in `arguments.steps` (default 3) steps, sending progress after
-    /// each when asked to.
+    /// each when asked to; answers with `arguments.message`, else `slept <ms> ms`.
     async fn slow(&self) -> Option<Value> {
         let ms = self.arguments["ms"].as_u64().unwrap_or(0);
         let steps = self.arguments["steps"].as_u64().unwrap_or(3).max(1);
@@ -169,7 +169,10 @@ impl Call {
                     .await;
             }
         }
-        let text = format!("slept {ms} ms");
+        let text = match self.arguments["message"].as_str() {
+            Some(message) => message.to_owned(),
+            None => format!("slept {ms} ms"),
+        };
         Some(self.result(json!({"content": [{"type": "text", "text": text}]})))
     }
 

@@ -11,6 +11,7 @@ pub mod node;
 pub mod peers;
 pub mod prometheus;
 pub mod proxy;
+pub mod proxy_process;
 pub mod rmcp_client;
 pub mod stdio;
 pub mod tap;

@@ -21,6 +21,7 @@
 //! (open-loop calls per second, default 2000), `--only-concurrency N` (only the closed loop at
 //! N, to profile one load).
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -29,15 +30,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use berth_tests::fault::FaultUpstream;
+use berth_tests::proxy_process::{ProxyProcess, cpu_seconds, proxy_bin};
 use serde_json::json;
-use tokio::process::{Child, Command};
 
 /// Requests before measuring, per run.
 const WARM_UP: usize = 500;
 /// Deadline for any one request.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
-/// Deadline for the proxy to report ready.
-const READY_DEADLINE: Duration = Duration::from_secs(30);
 /// Concurrent handshakes while opening the idle sessions.
 const OPEN_CONCURRENCY: usize = 16;
 
@@ -90,10 +89,7 @@ fn parse_args() -> anyhow::Result<Args> {
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     berth_proxy::install_crypto_provider();
-    let proxy_bin = match args.proxy_bin.clone() {
-        Some(path) => path,
-        None => sibling_proxy_bin()?,
-    };
+    let proxy_bin = proxy_bin(args.proxy_bin.clone(), false)?;
     let upstream = FaultUpstream::builder().record(false).start().await;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
@@ -115,7 +111,7 @@ async fn main() -> anyhow::Result<()> {
         args.requests
     );
 
-    let proxy = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
+    let proxy = start_proxy(&proxy_bin, &upstream.url, &client).await?;
     let nginx = start_nginx(&upstream.url).await?;
     println!();
     println!(
@@ -163,7 +159,7 @@ async fn main() -> anyhow::Result<()> {
     }
     drop((proxy, nginx));
 
-    let fresh = ProxyProcess::start(&proxy_bin, &upstream.url, &client).await?;
+    let fresh = start_proxy(&proxy_bin, &upstream.url, &client).await?;
     let warm = open_sessions(&client, &fresh.mcp_url, 10).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = fresh.rss_kib()?;
@@ -242,102 +238,14 @@ fn nginx_version() -> String {
         .unwrap_or_else(|| "(version unknown)".to_owned())
 }
 
-/// The `berth-proxy` binary beside this program, built in the same profile when missing.
-fn sibling_proxy_bin() -> anyhow::Result<PathBuf> {
-    let me = std::env::current_exe().context("current exe")?;
-    let dir = me.parent().context("exe has a directory")?;
-    let bin = dir.join("berth-proxy");
-    if bin.exists() {
-        return Ok(bin);
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = std::process::Command::new(cargo);
-    build
-        .args(["build", "-p", "berth-proxy", "--bin", "berth-proxy"])
-        .current_dir(berth_tests::repo_root());
-    if !cfg!(debug_assertions) {
-        build.arg("--release");
-    }
-    eprintln!("building berth-proxy ({})", bin.display());
-    let status = build.status().context("run cargo build")?;
-    ensure!(
-        status.success() && bin.exists(),
-        "cargo build -p berth-proxy failed; pass --proxy-bin"
-    );
-    Ok(bin)
-}
-
-/// A `berth-proxy` child process on loopback; killed when dropped.
-struct ProxyProcess {
-    mcp_url: String,
-    child: Child,
-}
-
-impl ProxyProcess {
-    async fn start(bin: &Path, upstream: &str, client: &reqwest::Client) -> anyhow::Result<Self> {
-        let mcp_port = berth_tests::free_port();
-        let admin_port = berth_tests::free_port();
-        let child = Command::new(bin)
-            .arg("--upstream-url")
-            .arg(upstream)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{mcp_port}"))
-            .arg("--admin-listen")
-            .arg(format!("127.0.0.1:{admin_port}"))
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("spawn {}", bin.display()))?;
-        let ready = format!("http://127.0.0.1:{admin_port}/readyz");
-        let deadline = Instant::now() + READY_DEADLINE;
-        loop {
-            let response = client.get(&ready).send().await;
-            if response.is_ok_and(|r| r.status().is_success()) {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "proxy not ready within {READY_DEADLINE:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Ok(Self {
-            mcp_url: format!("http://127.0.0.1:{mcp_port}/mcp"),
-            child,
-        })
-    }
-
-    fn pid(&self) -> anyhow::Result<u32> {
-        self.child.id().context("proxy exited")
-    }
-
-    /// `VmRSS` of the process, in KiB.
-    fn rss_kib(&self) -> anyhow::Result<u64> {
-        let pid = self.pid()?;
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let line = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .context("no VmRSS line")?;
-        let kib = line.trim().trim_end_matches("kB").trim();
-        Ok(kib.parse()?)
-    }
-}
-
-/// User plus system CPU time process `pid` used so far, in seconds (`/proc/<pid>/stat`, fields
-/// 14 and 15, in clock ticks of 1/100 s, the `USER_HZ` of Linux on every common architecture).
-fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    // The command name may hold spaces; fields after it are separated by single spaces.
-    let after_name = stat.rsplit_once(')').context("malformed stat")?.1;
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    let ticks = |i: usize| -> anyhow::Result<f64> {
-        Ok(fields.get(i).context("short stat")?.parse::<f64>()?)
-    };
-    // After the name, state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    Ok((ticks(11)? + ticks(12)?) / 100.0)
+/// A `berth-proxy` process in front of `upstream`, its log on this program's stderr.
+async fn start_proxy(
+    bin: &Path,
+    upstream: &str,
+    client: &reqwest::Client,
+) -> anyhow::Result<ProxyProcess> {
+    let args = [OsString::from("--upstream-url"), OsString::from(upstream)];
+    ProxyProcess::start(bin, &args, &[], Stdio::inherit(), client).await
 }
 
 /// Latency quantiles and rate of one run.

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::jsonrpc::WireMessage;
+use crate::metrics::Era;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
@@ -63,9 +64,13 @@ impl Call {
             return;
         }
         let elapsed = self.started.elapsed();
-        self.proxy
-            .metrics
-            .record(&self.method, self.tool.as_deref(), outcome, elapsed);
+        self.proxy.metrics.record(
+            &self.method,
+            self.tool.as_deref(),
+            outcome,
+            elapsed,
+            Era::of(&self.session),
+        );
         self.session.finish(&self.downstream_id);
         tracing::debug!(
             mcp.session_id = self.session.id(),
@@ -203,6 +208,7 @@ pub async fn request(
     json_only: bool,
 ) -> Answer {
     let started = Instant::now();
+    let era = Era::of(&session);
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
@@ -215,6 +221,7 @@ pub async fn request(
             tool.as_deref(),
             Outcome::Rejected,
             started.elapsed(),
+            era,
         );
         return Answer::error_with_data(
             StatusCode::OK,
@@ -232,6 +239,7 @@ pub async fn request(
                 tool.as_deref(),
                 Outcome::Rejected,
                 started.elapsed(),
+                era,
             );
             return Answer::error(
                 StatusCode::BAD_REQUEST,
@@ -252,6 +260,7 @@ pub async fn request(
             tool.as_deref(),
             Outcome::UpstreamUnavailable,
             started.elapsed(),
+            era,
         );
         // No upstream session: this downstream session cannot be served; end it so the client
         // starts over instead of collecting errors on a half-alive session (field case BR-04).
@@ -270,9 +279,13 @@ pub async fn request(
         // A tool the policy hides is absent for clients, whatever the upstream offers.
         if !proxy.upstream.exposes(tool) {
             session.finish(&id);
-            proxy
-                .metrics
-                .record(&method, Some(tool), Outcome::Rejected, started.elapsed());
+            proxy.metrics.record(
+                &method,
+                Some(tool),
+                Outcome::Rejected,
+                started.elapsed(),
+                era,
+            );
             return Answer::error_with_data(
                 StatusCode::OK,
                 &id,
@@ -291,6 +304,7 @@ pub async fn request(
                 Some(tool),
                 Outcome::DriftBlocked,
                 started.elapsed(),
+                era,
             );
             return Answer::error_with_data(
                 StatusCode::OK,
@@ -306,7 +320,7 @@ pub async fn request(
         session.finish(&id);
         proxy
             .metrics
-            .record(&method, None, Outcome::Ok, started.elapsed());
+            .record(&method, None, Outcome::Ok, started.elapsed(), era);
         return answer;
     }
     let progress_token = body.pointer("/params/_meta/progressToken").cloned();

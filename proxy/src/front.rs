@@ -11,8 +11,9 @@ mod body;
 mod client_response;
 
 pub use auth::BearerToken;
-mod era;
+pub(crate) mod era;
 mod initialize;
+mod modern;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -64,6 +65,34 @@ async fn head_not_allowed() -> Response {
         [(axum::http::header::ALLOW, "GET, POST, DELETE")],
     )
         .into_response()
+}
+
+/// A modern client's GET or DELETE (no live session, a modern `MCP-Protocol-Version`): 405
+/// with a JSON-RPC error (no id),
+/// since MCP 2026-07-28 has neither a standalone stream nor sessions to end ("Earlier Streamable
+/// HTTP Revisions").
+fn modern_without_body(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
+    let live = session_header(headers).is_some_and(|id| proxy.sessions.get_quiet(id).is_some());
+    if live || !era::is_modern_without_body(headers) {
+        return None;
+    }
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&["modern_method"])
+        .inc();
+    let mut response = Answer::error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &Value::Null,
+        jsonrpc::INVALID_REQUEST,
+        "MCP 2026-07-28 has no GET stream and no sessions to DELETE: send each request as a POST (subscriptions/listen for change notifications)",
+    )
+    .into_response();
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static("POST"),
+    );
+    Some(response)
 }
 
 fn session_header(headers: &HeaderMap) -> Option<&str> {
@@ -138,10 +167,16 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
             &format!("member {name:?} appears twice; a JSON-RPC message must be unambiguous"),
         );
     }
+    let header = session_header(headers);
+    let live = header.and_then(|header| live_session(proxy, header));
+    if live.is_none() && era::is_modern(headers, &message) {
+        // A modern client's stale `Mcp-Session-Id` is ignored (MCP 2026-07-28, "Earlier
+        // Streamable HTTP Revisions").
+        return modern::handle(proxy, headers, message).await;
+    }
     if let Some(answer) = bad_params(proxy, &message) {
         return answer;
     }
-    let header = session_header(headers);
     if let Message::Request { id, method, body } = &message
         && method == "initialize"
     {
@@ -151,15 +186,7 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
         Message::Request { id, .. } | Message::Response { id, .. } => id.clone(),
         Message::Notification { .. } => Value::Null,
     };
-    if header.is_none() && era::is_stateless(headers, &message) {
-        proxy
-            .metrics
-            .invalid_messages
-            .with_label_values(&["stateless_era"])
-            .inc();
-        return era::unsupported(&request_id);
-    }
-    let Some(header) = header else {
+    if header.is_none() {
         return refused(
             proxy,
             "missing_session",
@@ -168,11 +195,11 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
             jsonrpc::INVALID_REQUEST,
             "missing Mcp-Session-Id header: send initialize first",
         );
-    };
+    }
     if let Some(answer) = unsupported_version(proxy, headers, &request_id) {
         return answer;
     }
-    let Some(session) = live_session(proxy, header) else {
+    let Some(session) = live else {
         return unknown_session(proxy, &request_id);
     };
     match message {
@@ -266,12 +293,12 @@ fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option
         .invalid_messages
         .with_label_values(&["protocol_version"])
         .inc();
-    Some(era::unsupported_header_answer(id, &version))
+    Some(era::unsupported(id, &version))
 }
 
 /// Whether the client takes an SSE reply: no `Accept` header (tolerated as accepting both), or
 /// one naming `text/event-stream`, `text/*` or `*/*`.
-fn accepts_sse(headers: &HeaderMap) -> bool {
+pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
     headers.get("accept").is_none_or(|accept| {
         let accept = String::from_utf8_lossy(accept.as_bytes()).to_ascii_lowercase();
         ["text/event-stream", "text/*", "*/*"]
@@ -410,6 +437,9 @@ async fn notification(
 }
 
 async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = modern_without_body(&proxy, &headers) {
+        return refusal;
+    }
     let Some(header) = session_header(&headers) else {
         return Answer::error(
             StatusCode::BAD_REQUEST,
@@ -456,6 +486,9 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
 }
 
 async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = modern_without_body(&proxy, &headers) {
+        return refusal;
+    }
     let Some(header) = session_header(&headers) else {
         return Answer::error(
             StatusCode::BAD_REQUEST,

@@ -34,8 +34,13 @@ pub const UPSTREAM_ERROR: i64 = -32012;
 pub const SESSION_LIMIT: i64 = -32014;
 /// The tool drifted from its baseline and `toolsProbe.onDrift` is `FailClosed`.
 pub const DRIFT_BLOCKED: i64 = -32013;
-/// The request uses a protocol revision the proxy does not serve (here: the session-less
-/// 2026-07-28 form); `error.data.supported` lists the revisions it does serve.
+/// MCP 2026-07-28 `HeaderMismatch`: a required header (`MCP-Protocol-Version`, `Mcp-Method`,
+/// `Mcp-Name`) is missing, malformed or differs from the body ("Streamable HTTP", "Server
+/// Validation").
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28 `UnsupportedProtocolVersion`: the request names a protocol revision the proxy
+/// does not serve; `error.data` carries `supported` (the revisions it does serve) and
+/// `requested` ("Versioning", "Protocol Version Negotiation").
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// One JSON-RPC message, classified by shape (JSON-RPC 2.0 §4).

@@ -36,6 +36,8 @@ const KNOWN_METHODS: &[&str] = &[
     "prompts/get",
     "completion/complete",
     "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
 ];
 
 /// Handles to every proxy metric, registered in one [`Registry`].
@@ -46,7 +48,8 @@ pub struct Metrics {
     pub tool_calls: IntCounterVec,
     /// `berth_proxy_tool_call_duration_seconds{tool,outcome}`.
     pub tool_call_duration: HistogramVec,
-    /// `berth_proxy_requests_total{method,outcome}`: every forwarded request.
+    /// `berth_proxy_requests_total{method,outcome,era}`: every forwarded request; `era` is
+    /// `legacy` (a client session opened with `initialize`) or `modern` (MCP 2026-07-28).
     pub requests: IntCounterVec,
     /// `berth_proxy_upstream_ready`: 1 while an upstream session is initialized (and tools are
     /// listed, unless the probe policy is `Never`).
@@ -100,6 +103,35 @@ pub struct Metrics {
     pub stdio: crate::stdio::StdioMetrics,
 }
 
+/// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
+/// (MCP 2026-07-28, "Versioning", "Terminology").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// A session opened with `initialize` (2025-11-25 and earlier).
+    Legacy,
+    /// Per-request metadata, no session (2026-07-28).
+    Modern,
+}
+
+impl Era {
+    /// The era of a request made on `session`.
+    pub fn of(session: &crate::sessions::DownstreamSession) -> Self {
+        if session.is_modern() {
+            Self::Modern
+        } else {
+            Self::Legacy
+        }
+    }
+
+    /// `legacy` or `modern`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::Legacy => "legacy",
+            Self::Modern => "modern",
+        }
+    }
+}
+
 impl Metrics {
     /// Creates and registers every metric, plus `berth_build_info{version,component}`.
     ///
@@ -131,9 +163,9 @@ impl Metrics {
         let requests = IntCounterVec::new(
             Opts::new(
                 "berth_proxy_requests_total",
-                "forwarded requests by method and outcome",
+                "forwarded requests by method, outcome and protocol era",
             ),
-            &["method", "outcome"],
+            &["method", "outcome", "era"],
         )
         .expect("valid metric");
         let upstream_ready = IntGauge::new(
@@ -345,14 +377,21 @@ impl Metrics {
     }
 
     /// Records the end of one forwarded request; for `tools/call` also the per-tool metrics.
-    pub fn record(&self, method: &str, tool: Option<&str>, outcome: Outcome, elapsed: Duration) {
+    pub fn record(
+        &self,
+        method: &str,
+        tool: Option<&str>,
+        outcome: Outcome,
+        elapsed: Duration,
+        era: Era,
+    ) {
         let method_label = if KNOWN_METHODS.contains(&method) {
             method
         } else {
             OTHER
         };
         self.requests
-            .with_label_values(&[method_label, outcome.as_label()])
+            .with_label_values(&[method_label, outcome.as_label(), era.as_label()])
             .inc();
         if method == "tools/call" {
             let tool = self.tool_label(tool.unwrap_or(OTHER));
@@ -413,6 +452,7 @@ mod tests {
             Some("echo"),
             Outcome::ToolError,
             Duration::from_millis(3),
+            Era::Legacy,
         );
         let text = m.render();
         assert!(
@@ -425,10 +465,17 @@ mod tests {
     #[test]
     fn record_unknown_method_is_other() {
         let m = Metrics::new();
-        m.record("x/secret-42", None, Outcome::Ok, Duration::ZERO);
+        m.record(
+            "x/secret-42",
+            None,
+            Outcome::Ok,
+            Duration::ZERO,
+            Era::Modern,
+        );
         assert!(
-            m.render()
-                .contains(r#"berth_proxy_requests_total{method="other",outcome="ok"} 1"#)
+            m.render().contains(
+                r#"berth_proxy_requests_total{era="modern",method="other",outcome="ok"} 1"#
+            )
         );
     }
 }

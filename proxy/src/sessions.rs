@@ -40,6 +40,24 @@ pub struct DownstreamSession {
     standalone: Mutex<Option<mpsc::Sender<WireMessage>>>,
     dedicated: Option<crate::per_client::Dedicated>,
     closed: CancellationToken,
+    /// Set for a request-scoped session ([`Sessions::request_scoped`]): counts it while it
+    /// lives; its dedicated upstream session is closed when it is dropped.
+    scope: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+impl Drop for DownstreamSession {
+    fn drop(&mut self) {
+        let Some(count) = &self.scope else {
+            return;
+        };
+        count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.closed.cancel();
+        if let Some(dedicated) = &self.dedicated
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            dedicated.close();
+        }
+    }
 }
 
 /// A server-to-client request relayed to this client and awaiting its answer.
@@ -94,6 +112,11 @@ impl DownstreamSession {
         &self.protocol_version
     }
 
+    /// Whether this is a modern (MCP 2026-07-28) client's request-scoped session.
+    pub fn is_modern(&self) -> bool {
+        crate::front::era::MODERN_VERSIONS.contains(&self.protocol_version.as_str())
+    }
+
     /// The session's own upstream session (`PerClient` strategy); `None` with `Shared`.
     pub fn dedicated(&self) -> Option<&crate::per_client::Dedicated> {
         self.dedicated.as_ref()
@@ -108,6 +131,11 @@ impl DownstreamSession {
     /// `sampling/*` -> `sampling`, `elicitation/*` -> `elicitation`, `roots/*` -> `roots`.
     /// `ping` needs none.
     pub fn accepts_server_request(&self, method: &str) -> bool {
+        // A modern client's response stream carries no server requests (MCP 2026-07-28,
+        // "Receiving Messages"): refused upstream until they are bridged as input requests.
+        if self.is_modern() {
+            return false;
+        }
         if method == "ping" {
             return true;
         }
@@ -223,6 +251,7 @@ pub struct Sessions {
     idle_timeout: Duration,
     signer: Option<signed_id::SessionSigner>,
     ended: Mutex<HashMap<String, Instant>>,
+    request_scoped: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Sessions {
@@ -233,6 +262,7 @@ impl Sessions {
             idle_timeout,
             signer: None,
             ended: Mutex::new(HashMap::new()),
+            request_scoped: Arc::default(),
         }
     }
 
@@ -256,12 +286,12 @@ impl Sessions {
         {
             return None;
         }
-        let session = self.new_session(
+        let session = Arc::new(self.new_session(
             id.to_owned(),
             &claims.protocol_version,
             claims.capabilities_object(),
             None,
-        );
+        ));
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         // Two concurrent first requests: keep whichever was inserted first.
         Some(Arc::clone(map.entry(id.to_owned()).or_insert(session)))
@@ -273,8 +303,8 @@ impl Sessions {
         protocol_version: &str,
         client_capabilities: Value,
         dedicated: Option<crate::per_client::Dedicated>,
-    ) -> Arc<DownstreamSession> {
-        Arc::new(DownstreamSession {
+    ) -> DownstreamSession {
+        DownstreamSession {
             id,
             protocol_version: protocol_version.to_owned(),
             client_capabilities,
@@ -285,7 +315,31 @@ impl Sessions {
             standalone: Mutex::new(None),
             dedicated,
             closed: CancellationToken::new(),
-        })
+            scope: None,
+        }
+    }
+
+    /// A session for one modern (MCP 2026-07-28) request, which has no session of its own:
+    /// never stored, so no other request can name it; it ends when the request's answer is
+    /// done and the last reference is dropped, closing `dedicated` if it has one.
+    pub fn request_scoped(
+        &self,
+        protocol_version: &str,
+        client_capabilities: Value,
+        dedicated: Option<crate::per_client::Dedicated>,
+    ) -> Arc<DownstreamSession> {
+        let id = format!("request-{}", uuid::Uuid::new_v4().simple());
+        let mut session = self.new_session(id, protocol_version, client_capabilities, dedicated);
+        self.request_scoped
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        session.scope = Some(Arc::clone(&self.request_scoped));
+        Arc::new(session)
+    }
+
+    /// Request-scoped sessions alive now ([`Self::request_scoped`]).
+    pub fn request_scoped_len(&self) -> usize {
+        self.request_scoped
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Creates a session with a fresh random id.
@@ -299,7 +353,8 @@ impl Sessions {
             Some(signer) => signer.mint(protocol_version, &client_capabilities),
             None => uuid::Uuid::new_v4().simple().to_string(),
         };
-        let session = self.new_session(id, protocol_version, client_capabilities, dedicated);
+        let session =
+            Arc::new(self.new_session(id, protocol_version, client_capabilities, dedicated));
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert(session.id.clone(), Arc::clone(&session));
         session

@@ -110,3 +110,30 @@ pub fn python_interpreter() -> PathBuf {
     });
     python.trim().into()
 }
+
+/// Runs the client `script` of `tests/peers/clients` with `program` (an interpreter: the peer
+/// venv's python, or `node`) and `args`, and returns the one JSON line it printed.
+///
+/// # Panics
+/// When it cannot be run, exits non-zero (its stderr is shown) or prints no JSON.
+pub async fn run_client(
+    program: &std::path::Path,
+    script: &str,
+    args: &[&str],
+) -> serde_json::Value {
+    let script = repo_root().join("tests/peers/clients").join(script);
+    let output = Command::new(program)
+        .arg(&script)
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap_or_else(|err| panic!("failed to run {}: {err}", script.display()));
+    assert!(
+        output.status.success(),
+        "{} failed: {}",
+        script.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("the client prints one JSON line")
+}

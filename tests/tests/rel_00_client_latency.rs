@@ -11,32 +11,13 @@
 //! One test function, so nothing else in this binary competes for the two cores meanwhile.
 
 use berth_crds::SessionStrategy;
-use berth_tests::{peers, proxy, repo_root, stdio};
-use serde_json::Value;
+use berth_tests::peers::run_client;
+use berth_tests::{peers, proxy, stdio};
 
 /// Calls each client makes.
 const CALLS: &str = "60";
 /// The bound: the stall is about 40 ms, a call on loopback takes 1–3 ms.
 const MEDIAN_BOUND_MS: f64 = 20.0;
-
-/// Runs a sequential-calls client and returns what it printed (`median_ms`, `p90_ms`, ...).
-async fn run_client(program: &std::path::Path, script: &str, args: &[&str]) -> Value {
-    let script = repo_root().join("tests/peers/clients").join(script);
-    let output = tokio::process::Command::new(program)
-        .arg(&script)
-        .args(args)
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap_or_else(|err| panic!("failed to run {}: {err}", script.display()));
-    assert!(
-        output.status.success(),
-        "{} failed: {}",
-        script.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("the client prints one JSON line")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rel_00_sequential_calls_from_httpx_and_the_typescript_sdk_have_a_median_under_20_ms() {

@@ -687,28 +687,6 @@ async fn tools_drift_fail_closed_blocks_the_changed_tool_only() {
     proxy.shutdown().await;
 }
 
-#[tokio::test]
-async fn era_stateless_request_gets_32022_naming_supported_versions() {
-    let upstream = FaultUpstream::builder().start().await;
-    let proxy = start_ready(&config(&upstream.url, "10s")).await;
-    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/list",
-        "params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}});
-    let reply = post_raw(&mcp_url(&proxy), None, &body.to_string()).await;
-    assert_eq!(reply.status, 400);
-    assert_eq!(reply.last()["error"]["code"], json!(-32022));
-    assert!(
-        reply.last()["error"]["data"]["supported"]
-            .as_array()
-            .is_some_and(|v| !v.is_empty())
-    );
-    assert_eq!(
-        upstream.count("tools/list"),
-        1,
-        "only the start-up probe reached the upstream"
-    );
-    proxy.shutdown().await;
-}
-
 /// Calls the fault upstream's `slow` tool (3 progress notifications 500 ms apart, then the
 /// result) at `url` and returns the response headers and when each SSE event arrived.
 async fn progress_arrivals(

@@ -1,8 +1,8 @@
-//! Protocol eras. MCP 2026-07-28 is session-less: no `initialize`, the protocol version travels
-//! in `params._meta` and the `MCP-Protocol-Version` header. Until the proxy bridges that era, such
-//! requests get a clear error naming the revisions it serves, so clients can fall back to the
-//! `initialize` handshake (never a request forwarded to a stateful upstream without one: field
-//! case BR-22).
+//! Protocol eras on one endpoint (MCP 2026-07-28, "Versioning", "Backward Compatibility"):
+//! **legacy** revisions open a session with `initialize` (2025-11-25 and earlier); the
+//! **modern** revision (2026-07-28) has no session and declares its version on every request,
+//! in `params._meta` and the `MCP-Protocol-Version` header. The front decides the era per
+//! request ([`is_modern`]) and serves both at once, for different clients.
 
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
@@ -11,63 +11,88 @@ use crate::answer::Answer;
 use crate::jsonrpc::{self, Message};
 use crate::upstream::session::HANDSHAKE_VERSIONS;
 
-/// The `_meta` key carrying the protocol version in the session-less era (SEP-2567).
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The modern revisions the proxy serves, newest first.
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
 
-/// Whether a request without a session id is in the session-less (2026-07-28) form.
-pub fn is_stateless(headers: &HeaderMap, message: &Message) -> bool {
-    let header_version = headers
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
+/// `params._meta` key of a modern request's protocol version (MCP 2026-07-28, "Per-request
+/// protocol fields"; required).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `params._meta` key of a modern request's client capabilities (required).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `params._meta` key of a modern request's client name and version (optional).
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `params._meta` key of the lowest log level a modern request wants (optional).
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+/// `result._meta` key naming the server (MCP 2026-07-28, "Per-response protocol fields").
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Every revision the proxy serves, newest first: the modern ones, then those with a handshake.
+pub fn supported_versions() -> Vec<&'static str> {
+    let mut versions = MODERN_VERSIONS.to_vec();
+    versions.extend(HANDSHAKE_VERSIONS.iter().rev());
+    versions
+}
+
+/// Whether a request that names no live session is in the modern form: its `params._meta`
+/// carries a protocol version, or it is `server/discover`, or its `MCP-Protocol-Version` names a
+/// revision without a handshake. `initialize` is modern only with the `_meta` version: a dual-era
+/// client falling back to the handshake may still send the modern header.
+pub fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
     let body = match message {
         Message::Request { body, .. } | Message::Notification { body, .. } => body,
-        Message::Response { .. } => return false,
+        Message::Response { .. } => return header_version(headers).is_some_and(is_modern_header),
     };
-    let meta_version = body
-        .get("params")
-        .and_then(|p| p.get("_meta"))
+    if body
+        .pointer("/params/_meta")
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .is_some();
-    meta_version
-        || message.method() == Some("server/discover")
-        || (!header_version.is_empty() && !HANDSHAKE_VERSIONS.contains(&header_version))
-}
-
-/// 400 with -32022 and `error.data.supported`.
-pub fn unsupported(id: &Value) -> Answer {
-    Answer::error_with_data(
-        StatusCode::BAD_REQUEST,
-        id,
-        jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
-        "session-less protocol revisions are not served by this proxy; send initialize with one of the supported versions",
-        json!({ "supported": HANDSHAKE_VERSIONS }),
-    )
-}
-
-/// The `MCP-Protocol-Version` header of a request on a live session when it names a revision
-/// the proxy does not serve; `None` when absent (MCP 2025-06-18 lets the server assume
-/// 2025-03-26) or supported.
-pub fn unsupported_header(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get("mcp-protocol-version")?;
-    match value.to_str() {
-        Ok(version) if HANDSHAKE_VERSIONS.contains(&version) => None,
-        Ok(version) => Some(version.to_owned()),
-        Err(_) => Some(String::from_utf8_lossy(value.as_bytes()).into_owned()),
+        .is_some()
+    {
+        return true;
+    }
+    match message.method() {
+        Some("initialize") => false,
+        Some("server/discover") => true,
+        _ => header_version(headers).is_some_and(is_modern_header),
     }
 }
 
-/// 400 with -32022 for a live session's request whose `MCP-Protocol-Version` header names
-/// `version`, which the proxy does not serve (MCP 2025-06-18, "Protocol Version Header": the
-/// server MUST answer 400); `error.data.supported` lists the revisions it does serve.
-pub fn unsupported_header_answer(id: &Value, version: &str) -> Answer {
+/// Whether a GET or DELETE without a live session is a modern client's (its
+/// `MCP-Protocol-Version` names a revision without a handshake): answered 405 (MCP 2026-07-28,
+/// "Earlier Streamable HTTP Revisions").
+pub fn is_modern_without_body(headers: &HeaderMap) -> bool {
+    header_version(headers).is_some_and(is_modern_header)
+}
+
+fn is_modern_header(version: &str) -> bool {
+    !HANDSHAKE_VERSIONS.contains(&version)
+}
+
+/// The `MCP-Protocol-Version` header as text (lossy when it is not UTF-8); `None` when absent.
+pub fn header_version(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get("mcp-protocol-version")
+        .map(|v| v.to_str().unwrap_or("(not UTF-8)"))
+}
+
+/// 400 with -32022 for a request naming revision `requested`, which the proxy does not serve;
+/// `error.data` carries `supported` (every revision served, newest first) and `requested`, as
+/// MCP 2026-07-28's `UnsupportedProtocolVersionError` requires.
+pub fn unsupported(id: &Value, requested: &str) -> Answer {
     Answer::error_with_data(
         StatusCode::BAD_REQUEST,
         id,
         jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
-        &format!("unsupported MCP-Protocol-Version header {version:?}"),
-        json!({ "supported": HANDSHAKE_VERSIONS, "requested": version }),
+        &format!("unsupported protocol version {requested:?}"),
+        json!({ "supported": supported_versions(), "requested": requested }),
     )
+}
+
+/// The `MCP-Protocol-Version` header of a request on a live (legacy) session when it names a
+/// revision the proxy does not serve; `None` when absent (MCP 2025-06-18 lets the server assume
+/// 2025-03-26) or supported.
+pub fn unsupported_header(headers: &HeaderMap) -> Option<String> {
+    let version = header_version(headers)?;
+    (!HANDSHAKE_VERSIONS.contains(&version)).then(|| version.to_owned())
 }
 
 #[cfg(test)]
@@ -78,44 +103,52 @@ mod tests {
         Message::classify(v).expect("valid message")
     }
 
+    fn with_header(version: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("mcp-protocol-version", version.parse().expect("header"));
+        headers
+    }
+
     #[test]
-    fn meta_protocol_version_or_new_header_is_stateless() {
+    fn meta_protocol_version_or_new_header_is_modern() {
         let meta = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list",
             "params":{"_meta":{META_PROTOCOL_VERSION:"2026-07-28"}}}));
-        assert!(is_stateless(&HeaderMap::new(), &meta));
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "mcp-protocol-version",
-            "2026-07-28".parse().expect("header"),
-        );
+        assert!(is_modern(&HeaderMap::new(), &meta));
         let plain = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
-        assert!(is_stateless(&headers, &plain));
+        assert!(is_modern(&with_header("2026-07-28"), &plain));
+        let discover = classify(json!({"jsonrpc":"2.0","id":1,"method":"server/discover"}));
+        assert!(is_modern(&HeaderMap::new(), &discover));
     }
 
     #[test]
-    fn unsupported_header_names_only_versions_the_proxy_does_not_serve() {
-        let with = |v: &str| {
-            let mut headers = HeaderMap::new();
-            headers.insert("mcp-protocol-version", v.parse().expect("header"));
-            headers
+    fn handshake_era_request_and_initialize_with_a_modern_header_are_legacy() {
+        let plain = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
+        assert!(!is_modern(&with_header("2025-06-18"), &plain));
+        assert!(!is_modern(&HeaderMap::new(), &plain));
+        let initialize = classify(json!({"jsonrpc":"2.0","id":1,"method":"initialize",
+            "params":{"protocolVersion":"2025-11-25"}}));
+        assert!(!is_modern(&with_header("2026-07-28"), &initialize));
+    }
+
+    #[test]
+    fn unsupported_names_supported_and_requested_versions() {
+        let Answer::Json { status, body, .. } = unsupported(&json!(4), "1999-01-01") else {
+            panic!("a JSON answer");
         };
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert_eq!(body["id"], json!(4));
+        assert_eq!(body["error"]["data"]["requested"], json!("1999-01-01"));
+        assert_eq!(body["error"]["data"]["supported"][0], json!("2026-07-28"));
+        assert!(
+            body["error"]["data"]["supported"]
+                .as_array()
+                .is_some_and(|v| v.contains(&json!("2025-06-18")))
+        );
         assert_eq!(unsupported_header(&HeaderMap::new()), None);
-        assert_eq!(unsupported_header(&with("2025-06-18")), None);
+        assert_eq!(unsupported_header(&with_header("2025-06-18")), None);
         assert_eq!(
-            unsupported_header(&with("1999-01-01")).as_deref(),
+            unsupported_header(&with_header("1999-01-01")).as_deref(),
             Some("1999-01-01")
         );
-    }
-
-    #[test]
-    fn handshake_era_request_is_not_stateless() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "mcp-protocol-version",
-            "2025-06-18".parse().expect("header"),
-        );
-        let plain = classify(json!({"jsonrpc":"2.0","id":1,"method":"tools/list"}));
-        assert!(!is_stateless(&headers, &plain));
-        assert!(!is_stateless(&HeaderMap::new(), &plain));
     }
 }

@@ -108,10 +108,14 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
 
 /// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
 /// host at its `--max-children`): 503, -32014, outcome `rejected`.
-fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
-    proxy
-        .metrics
-        .record("initialize", None, Outcome::Rejected, Duration::ZERO);
+pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
+    proxy.metrics.record(
+        "initialize",
+        None,
+        Outcome::Rejected,
+        Duration::ZERO,
+        crate::metrics::Era::Legacy,
+    );
     Answer::error_with_data(
         StatusCode::SERVICE_UNAVAILABLE,
         id,
@@ -127,7 +131,7 @@ fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
 /// supervisor's handshake the client waited for, or, while the supervisor backs off after a
 /// failed one, that failure at once (issue 12 item 1). Either way a JSON-RPC error under the
 /// request id, outcome `upstream_unavailable`, retryable.
-fn unavailable(id: &Value, timed_out: bool) -> Answer {
+pub(super) fn unavailable(id: &Value, timed_out: bool) -> Answer {
     let (status, message) = if timed_out {
         (
             StatusCode::GATEWAY_TIMEOUT,

@@ -116,6 +116,38 @@ impl WireMessage {
         true
     }
 
+    /// Adds the member `key: value` as the first member of the object at `path` (`[]`: the
+    /// message itself), leaving every other byte as it was: for members one protocol revision
+    /// requires and another lacks (MCP 2026-07-28 `resultType`, issue 13). Returns `false`, and
+    /// changes nothing, when there is no object at `path` or it already has `key`.
+    pub fn insert_member(&mut self, path: &[&str], key: &str, value: &Value) -> bool {
+        let Some(range) = span(&self.text, path) else {
+            return false;
+        };
+        let mut target = &mut self.view;
+        for step in path {
+            match target.get_mut(*step) {
+                Some(next) => target = next,
+                None => return false,
+            }
+        }
+        let Some(object) = target.as_object_mut() else {
+            return false;
+        };
+        if object.contains_key(key) || !self.text[range.clone()].starts_with('{') {
+            return false;
+        }
+        let empty = object.is_empty();
+        object.insert(key.to_owned(), value.clone());
+        let member = format!(
+            "{}:{value}{}",
+            Value::String(key.to_owned()),
+            if empty { "" } else { "," }
+        );
+        self.text.insert_str(range.start + 1, &member);
+        true
+    }
+
     /// Sets the JSON-RPC request id: spliced in place when the message has one, added (and
     /// the message serialized from its view) when it has none.
     pub fn set_id(&mut self, id: &Value) {
@@ -365,6 +397,35 @@ mod tests {
         let message = WireMessage::parse(format!(" \n{TRICKY}\r\n").as_bytes()).expect("parse");
         assert_eq!(message.text(), TRICKY);
         assert_eq!(message["k"]["b"], json!(1));
+    }
+
+    #[test]
+    fn insert_member_adds_one_member_and_keeps_every_other_byte() {
+        let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{TRICKY}}}"#);
+        let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert!(message.insert_member(&["result"], "resultType", &json!("complete")));
+        assert_eq!(
+            message.text(),
+            text.replace(r#""result":{"#, r#""result":{"resultType":"complete","#)
+        );
+        assert_eq!(message["result"]["resultType"], json!("complete"));
+        assert!(
+            !message.insert_member(&["result"], "resultType", &json!("x")),
+            "present"
+        );
+        assert!(
+            !message.insert_member(&["id"], "k", &json!(1)),
+            "not an object"
+        );
+        let mut empty = WireMessage::parse(br#"{"id":2,"result": {} }"#).expect("parse");
+        assert!(empty.insert_member(&["result"], "ttlMs", &json!(0)));
+        assert_eq!(empty.text(), r#"{"id":2,"result": {"ttlMs":0} }"#);
+        assert_eq!(
+            WireMessage::parse(empty.text().as_bytes())
+                .expect("valid")
+                .view(),
+            empty.view()
+        );
     }
 
     #[test]

@@ -1,0 +1,252 @@
+//! The modern (MCP 2026-07-28) front on `/mcp`, beside the legacy one: requests without a
+//! session, each declaring its revision and client capabilities in `params._meta`, served over
+//! the legacy upstream session (`Shared`) or an upstream session of their own (`PerClient`).
+//!
+//! Sources: MCP 2026-07-28 "Streamable HTTP" (request metadata headers and their validation,
+//! 404 / -32601 for a method the server does not implement, 405 for GET and DELETE),
+//! "Versioning" (-32022 naming `supported` and `requested`), "Discovery" (`server/discover`),
+//! "Basic" (per-request `_meta` fields); issue 13. What differs between the eras on the way
+//! through is in [`bridge`].
+
+mod bridge;
+mod headers;
+
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, StatusCode};
+use berth_crds::SessionStrategy;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::refused;
+use crate::answer::Answer;
+use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
+use crate::jsonrpc::{self, Message, WireMessage};
+use crate::outcome::Outcome;
+use crate::per_client::Dedicated;
+use crate::server::Proxy;
+use crate::sessions::DownstreamSession;
+use crate::upstream::session::REQUESTED_VERSION;
+
+/// Methods 2026-07-28 removed (its changelog, "Major changes" 2, 4 and 5): answered 404 with
+/// -32601 and never forwarded, since a legacy upstream would run them.
+const REMOVED_METHODS: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// One modern client message (its body already classified and checked for duplicate members).
+pub async fn handle(proxy: &Arc<Proxy>, headers: &HeaderMap, message: Message) -> Answer {
+    let id = match &message {
+        Message::Request { id, .. } => id.clone(),
+        Message::Response { .. } | Message::Notification { .. } => Value::Null,
+    };
+    let version = match headers::check(headers, message.body()) {
+        Ok(version) => version,
+        Err(refusal) => {
+            proxy
+                .metrics
+                .invalid_messages
+                .with_label_values(&[refusal.reason()])
+                .inc();
+            return refusal.answer(&id);
+        }
+    };
+    let Message::Request { id, method, body } = message else {
+        return refused(
+            proxy,
+            "modern_message",
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            "MCP 2026-07-28 over Streamable HTTP takes requests only: no client notifications or responses",
+        );
+    };
+    if REMOVED_METHODS.contains(&method.as_str()) {
+        return refused(
+            proxy,
+            "removed_method",
+            StatusCode::NOT_FOUND,
+            &id,
+            jsonrpc::METHOD_NOT_FOUND,
+            &format!("{method} is not part of MCP {version}"),
+        );
+    }
+    let json_only = !super::accepts_sse(headers);
+    request(proxy, version, id, method, body, json_only).await
+}
+
+async fn request(
+    proxy: &Arc<Proxy>,
+    version: &str,
+    id: Value,
+    method: String,
+    mut body: WireMessage,
+    json_only: bool,
+) -> Answer {
+    let meta = body.pointer("/params/_meta").cloned().unwrap_or_default();
+    let capabilities = meta
+        .get(META_CLIENT_CAPABILITIES)
+        .cloned()
+        .unwrap_or_default();
+    let session = match proxy.strategy {
+        SessionStrategy::Shared => proxy.sessions.request_scoped(version, capabilities, None),
+        SessionStrategy::PerClient => match dedicated(proxy, &id, &meta).await {
+            Ok(dedicated) => proxy
+                .sessions
+                .request_scoped(version, capabilities, Some(dedicated)),
+            Err(answer) => return answer,
+        },
+    };
+    if method == "server/discover" {
+        return discover(proxy, &session, &id).await;
+    }
+    let server_info = server_info(proxy, &session);
+    let wants_logs = meta.get(META_LOG_LEVEL).is_some();
+    bridge::strip_client_hop(&mut body);
+    let answer = crate::forward::request(
+        Arc::clone(proxy),
+        Arc::clone(&session),
+        id,
+        method.clone(),
+        body,
+        json_only,
+    )
+    .await;
+    shape(answer, method, server_info, wants_logs, session)
+}
+
+/// The `PerClient` upstream session for one modern request, opened with the client's
+/// capabilities and `clientInfo` (the revision is the proxy's: the upstream is legacy), capped
+/// with the other client sessions by `session.maxSessions`.
+async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated, Answer> {
+    if proxy.sessions.len() + proxy.sessions.request_scoped_len() >= proxy.max_sessions {
+        return Err(super::initialize::session_limit(proxy, id));
+    }
+    let mut params = json!({
+        "protocolVersion": REQUESTED_VERSION,
+        "capabilities": meta.get(META_CLIENT_CAPABILITIES).cloned().unwrap_or_else(|| json!({})),
+        "clientInfo": meta.get(META_CLIENT_INFO).cloned().unwrap_or_else(|| json!({"name": "berth-modern-client", "version": "0"})),
+    });
+    if !params["clientInfo"].is_object() {
+        params["clientInfo"] = json!({"name": "berth-modern-client", "version": "0"});
+    }
+    Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget)
+        .await
+        .map_err(|error| {
+            tracing::warn!(error = %crate::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
+            if let crate::upstream::UpstreamError::Refused(_) = error {
+                return super::initialize::session_limit(proxy, id);
+            }
+            super::initialize::unavailable(id, false)
+        })
+}
+
+/// The upstream's `serverInfo`, from the handshake of the session that serves `session`.
+fn server_info(proxy: &Proxy, session: &DownstreamSession) -> Option<Value> {
+    let upstream = match session.dedicated() {
+        Some(dedicated) => Some(dedicated.current()),
+        None => proxy.upstream.current(),
+    }?;
+    upstream.initialize_result().get("serverInfo").cloned()
+}
+
+/// `server/discover`, answered by the proxy from the upstream's handshake (a legacy upstream
+/// has no `server/discover`); outcome recorded like any request.
+async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Answer {
+    let started = std::time::Instant::now();
+    let upstream = match session.dedicated() {
+        Some(dedicated) => Ok(dedicated.current()),
+        None => proxy.upstream.try_session(proxy.connect_budget).await,
+    };
+    let Ok(upstream) = upstream else {
+        proxy.metrics.record(
+            "server/discover",
+            None,
+            Outcome::UpstreamUnavailable,
+            started.elapsed(),
+            crate::metrics::Era::Modern,
+        );
+        return super::initialize::unavailable(id, false);
+    };
+    let mut handshake = upstream.initialize_result().clone();
+    if session.dedicated().is_none() {
+        crate::tasks::hide_capability(&mut handshake);
+    }
+    let result = bridge::discover_result(&handshake, &era::supported_versions());
+    proxy.metrics.record(
+        "server/discover",
+        None,
+        Outcome::Ok,
+        started.elapsed(),
+        crate::metrics::Era::Modern,
+    );
+    Answer::ok(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// The forwarded request's answer, shaped for the modern client ([`bridge::shape_response`]):
+/// a JSON answer at once (a -32601 from the upstream as 404, as the revision wants); a stream
+/// message by message, its final response shaped and log messages dropped unless the request
+/// asked for them with `_meta.logLevel` (MCP 2026-07-28, "Logging"). `session` is held until
+/// the stream ends, so a `PerClient` upstream session lives exactly as long as its request.
+fn shape(
+    answer: Answer,
+    method: String,
+    server_info: Option<Value>,
+    wants_logs: bool,
+    session: Arc<DownstreamSession>,
+) -> Answer {
+    match answer {
+        Answer::Json {
+            mut status,
+            mut body,
+            session: _,
+        } => {
+            bridge::shape_response(&mut body, &method, server_info.as_ref());
+            if status == StatusCode::OK
+                && body.pointer("/error/code").and_then(Value::as_i64)
+                    == Some(jsonrpc::METHOD_NOT_FOUND)
+            {
+                status = StatusCode::NOT_FOUND;
+            }
+            Answer::Json {
+                status,
+                body,
+                session: None,
+            }
+        }
+        Answer::Stream(mut upstream) => {
+            let (sink, shaped) = mpsc::channel(1);
+            tokio::spawn(async move {
+                let _session = session;
+                loop {
+                    let next = tokio::select! {
+                        next = upstream.recv() => next,
+                        // The client went away: dropping `upstream` tells the relay (a
+                        // cancellation), as it would without this shaping step.
+                        () = sink.closed() => return,
+                    };
+                    let Some(mut message) = next else {
+                        return;
+                    };
+                    let is_log = message.get("method").and_then(Value::as_str)
+                        == Some("notifications/message");
+                    if is_log && !wants_logs {
+                        continue;
+                    }
+                    if message.get("method").is_none() {
+                        bridge::shape_response(&mut message, &method, server_info.as_ref());
+                    }
+                    if sink.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            Answer::Stream(shaped)
+        }
+        Answer::Accepted => Answer::Accepted,
+    }
+}

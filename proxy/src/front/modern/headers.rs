@@ -1,0 +1,234 @@
+//! The checks a modern (MCP 2026-07-28) request passes before it is served: the per-request
+//! protocol fields in `params._meta`, the `MCP-Protocol-Version` header that mirrors them, and
+//! the `Mcp-Method` / `Mcp-Name` headers that mirror `method` and `params.name` / `params.uri`
+//! ("Streamable HTTP", "Request Metadata" and "Server Validation"; "Basic", "Per-request
+//! protocol fields").
+
+use axum::http::{HeaderMap, StatusCode};
+use base64::Engine;
+use serde_json::Value;
+
+use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS};
+use crate::jsonrpc::{self, WireMessage};
+
+/// Why a modern request is refused: every variant is a 400 with a JSON-RPC error.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// `params` is not an object, or a required `_meta` field is missing or not of its type:
+    /// -32602.
+    InvalidParams(String),
+    /// A required header is missing, malformed, or differs from the body: -32020.
+    HeaderMismatch(String),
+    /// The request names a revision the proxy does not serve: -32022.
+    Unsupported(String),
+}
+
+impl Refusal {
+    /// The `reason` label of `berth_proxy_invalid_messages_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidParams(_) => "params",
+            Self::HeaderMismatch(_) => "header_mismatch",
+            Self::Unsupported(_) => "protocol_version",
+        }
+    }
+
+    /// The client's answer under request id `id`.
+    pub fn answer(&self, id: &Value) -> crate::answer::Answer {
+        let error = |code, message: &str| {
+            crate::answer::Answer::error(StatusCode::BAD_REQUEST, id, code, message)
+        };
+        match self {
+            Self::InvalidParams(why) => error(jsonrpc::INVALID_PARAMS, why),
+            Self::HeaderMismatch(why) => error(jsonrpc::HEADER_MISMATCH, why),
+            Self::Unsupported(version) => era::unsupported(id, version),
+        }
+    }
+}
+
+/// The modern revision a request uses, after its `_meta` fields and mirrored headers were
+/// checked.
+///
+/// # Errors
+/// [`Refusal`]: the `_meta` protocol version or client capabilities missing (-32602); the
+/// `MCP-Protocol-Version`, `Mcp-Method` or `Mcp-Name` header missing or different from the body
+/// (-32020); a revision the proxy does not serve (-32022, checked first so a client learns the
+/// versions even from a sloppy request).
+pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Refusal> {
+    if body.get("params").is_some_and(|p| !p.is_object()) {
+        return Err(Refusal::InvalidParams(
+            "params must be an object".to_owned(),
+        ));
+    }
+    let meta = body.pointer("/params/_meta");
+    let requested = meta
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .map(|v| v.as_str().unwrap_or_default());
+    let header = era::header_version(headers);
+    let named = requested.or(header).unwrap_or_default();
+    let Some(version) = MODERN_VERSIONS.iter().find(|v| **v == named) else {
+        return Err(Refusal::Unsupported(named.to_owned()));
+    };
+    if requested.is_none() {
+        return Err(missing(META_PROTOCOL_VERSION));
+    }
+    if !meta
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .is_some_and(Value::is_object)
+    {
+        return Err(missing(META_CLIENT_CAPABILITIES));
+    }
+    match header {
+        None => return Err(mismatch("the MCP-Protocol-Version header is required")),
+        Some(header) if header != *version => {
+            return Err(mismatch(&format!(
+                "MCP-Protocol-Version header {header:?} does not match the body's {version:?}"
+            )));
+        }
+        Some(_) => {}
+    }
+    let method = body
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    compare(headers, "mcp-method", "Mcp-Method", Some(method))?;
+    let name = match method {
+        "tools/call" | "prompts/get" => Some(body.pointer("/params/name")),
+        "resources/read" => Some(body.pointer("/params/uri")),
+        _ => None,
+    };
+    if let Some(value) = name {
+        compare(
+            headers,
+            "mcp-name",
+            "Mcp-Name",
+            value.and_then(Value::as_str),
+        )?;
+    }
+    Ok(version)
+}
+
+fn missing(key: &str) -> Refusal {
+    Refusal::InvalidParams(format!(
+        "params._meta[{key:?}] is required on every MCP 2026-07-28 request"
+    ))
+}
+
+fn mismatch(why: &str) -> Refusal {
+    Refusal::HeaderMismatch(format!("header mismatch: {why}"))
+}
+
+/// Checks that header `name` is present and, decoded, equals the body's `expected` value.
+fn compare(
+    headers: &HeaderMap,
+    name: &str,
+    shown: &str,
+    expected: Option<&str>,
+) -> Result<(), Refusal> {
+    let Some(raw) = headers.get(name) else {
+        return Err(mismatch(&format!("the {shown} header is required")));
+    };
+    let Some(value) = raw.to_str().ok().and_then(decode) else {
+        return Err(mismatch(&format!(
+            "the {shown} header is not a valid value"
+        )));
+    };
+    let expected = expected.unwrap_or_default();
+    if value != expected {
+        return Err(mismatch(&format!(
+            "{shown} header value {value:?} does not match body value {expected:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// A mirrored header's value: as sent, or decoded from the `=?base64?...?=` sentinel form
+/// ("Value Encoding"); `None` when the sentinel does not hold base64 of UTF-8.
+fn decode(value: &str) -> Option<String> {
+    let Some(encoded) = value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    else {
+        return Some(value.to_owned());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(*name, value.parse().expect("header value"));
+        }
+        map
+    }
+
+    fn call(meta: Value) -> WireMessage {
+        json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+            "params":{"name":"get_weather","arguments":{},"_meta":meta}})
+        .into()
+    }
+
+    fn meta() -> Value {
+        json!({META_PROTOCOL_VERSION: "2026-07-28", META_CLIENT_CAPABILITIES: {}})
+    }
+
+    const GOOD: [(&str, &str); 3] = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "get_weather"),
+    ];
+
+    #[test]
+    fn a_complete_request_passes_and_names_its_version() {
+        assert_eq!(check(&headers(&GOOD), &call(meta())), Ok("2026-07-28"));
+        let encoded = [
+            GOOD[0],
+            GOOD[1],
+            ("mcp-name", "=?base64?Z2V0X3dlYXRoZXI=?="),
+        ];
+        assert_eq!(check(&headers(&encoded), &call(meta())), Ok("2026-07-28"));
+    }
+
+    #[test]
+    fn headers_that_differ_from_the_body_or_are_missing_are_a_header_mismatch() {
+        let other = [GOOD[0], GOOD[1], ("mcp-name", "delete_everything")];
+        let missing = [GOOD[0], GOOD[1]];
+        let method = [GOOD[0], ("mcp-method", "tools/list"), GOOD[2]];
+        let version = [GOOD[1], GOOD[2]];
+        for pairs in [&other[..], &missing[..], &method[..], &version[..]] {
+            let refusal = check(&headers(pairs), &call(meta())).expect_err("refused");
+            assert_eq!(
+                refusal.reason(),
+                "header_mismatch",
+                "{pairs:?}: {refusal:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn missing_meta_fields_are_invalid_params_and_unknown_versions_unsupported() {
+        let no_caps = json!({META_PROTOCOL_VERSION: "2026-07-28"});
+        assert_eq!(
+            check(&headers(&GOOD), &call(no_caps)),
+            Err(missing(META_CLIENT_CAPABILITIES))
+        );
+        assert_eq!(
+            check(&headers(&GOOD), &call(json!({}))),
+            Err(missing(META_PROTOCOL_VERSION))
+        );
+        let future = json!({META_PROTOCOL_VERSION: "2099-01-01", META_CLIENT_CAPABILITIES: {}});
+        assert_eq!(
+            check(&headers(&GOOD), &call(future)),
+            Err(Refusal::Unsupported("2099-01-01".into()))
+        );
+    }
+}

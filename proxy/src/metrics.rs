@@ -93,6 +93,10 @@ pub struct Metrics {
     /// `berth_proxy_downstream_sessions_adopted_total`: client sessions issued by another
     /// replica (signed id) and served here (field case BR-35).
     pub downstream_sessions_adopted: IntCounter,
+    /// `berth_proxy_downstream_sessions_evicted_total`: `PerClient` client sessions ended to make
+    /// room for a new one at `session.maxSessions`: the least recently active of those with no
+    /// request in flight and no open stream (issue 13).
+    pub downstream_sessions_evicted: IntCounter,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,
     /// `berth_proxy_standalone_streams_total{result}`: client GET streams opened, `opened` when
@@ -258,6 +262,11 @@ impl Metrics {
             "downstream sessions issued by another replica (signed id) and served here",
         )
         .expect("valid metric");
+        let downstream_sessions_evicted = IntCounter::new(
+            "berth_proxy_downstream_sessions_evicted_total",
+            "PerClient downstream sessions ended to make room for a new one at session.maxSessions",
+        )
+        .expect("valid metric");
         let invalid_messages = IntCounterVec::new(
             Opts::new(
                 "berth_proxy_invalid_messages_total",
@@ -301,6 +310,7 @@ impl Metrics {
             Box::new(downstream_sessions.clone()),
             Box::new(downstream_sessions_expired.clone()),
             Box::new(downstream_sessions_adopted.clone()),
+            Box::new(downstream_sessions_evicted.clone()),
             Box::new(invalid_messages.clone()),
             Box::new(standalone_streams.clone()),
             Box::new(build_info),
@@ -348,6 +358,7 @@ impl Metrics {
             downstream_sessions,
             downstream_sessions_expired,
             downstream_sessions_adopted,
+            downstream_sessions_evicted,
             invalid_messages,
             standalone_streams,
         }

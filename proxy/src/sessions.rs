@@ -230,6 +230,26 @@ impl DownstreamSession {
         in_flight.get(&id_key(id)).cloned()
     }
 
+    /// No request in flight, no server request awaiting the client's answer, no open
+    /// standalone stream.
+    fn is_idle(&self) -> bool {
+        let lock = |m: &Mutex<HashMap<String, InFlight>>| {
+            m.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        };
+        lock(&self.in_flight)
+            && self
+                .server_requests
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+            && self
+                .standalone
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .is_none_or(mpsc::Sender::is_closed)
+    }
+
     fn touch(&self) {
         *self.last_seen.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
@@ -397,6 +417,18 @@ impl Sessions {
             dedicated.close();
         }
         true
+    }
+
+    /// The session to end when a new one is needed at the session cap: the least recently
+    /// active of those with no request in flight, no relayed server request awaiting its answer
+    /// and no open standalone stream (a client using its session is never cut off). `None` when
+    /// every session is busy.
+    pub fn least_recently_active_idle(&self) -> Option<String> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        map.values()
+            .filter(|s| s.is_idle())
+            .min_by_key(|s| *s.last_seen.lock().unwrap_or_else(|e| e.into_inner()))
+            .map(|s| s.id.clone())
     }
 
     /// Ids of every session idle for longer than the idle timeout (the caller ends them).

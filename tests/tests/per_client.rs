@@ -107,22 +107,71 @@ async fn per_client_delete_and_idle_expiry_close_the_upstream_session() {
     proxy.shutdown().await;
 }
 
+/// At `session.maxSessions`, a new client ends the least recently active idle session (its
+/// next request gets 404 and its upstream session is ended), counted; the suite's client, like
+/// most, never sends DELETE, and from the 17th session on every `initialize` got 503 for the
+/// whole idle timeout (issue 13). Only when every session is busy is a new one refused, with a
+/// clear error under its id.
 #[tokio::test]
-async fn per_client_past_max_sessions_initialize_gets_a_clear_error() {
+async fn per_client_at_max_sessions_ends_the_least_recently_active_idle_session() {
     let upstream = FaultUpstream::start().await;
     let proxy = per_client_proxy(&upstream, 2, "30m").await;
     let url = mcp_url(&proxy);
-    open_session_with(&url, "2025-06-18", json!({})).await;
-    open_session_with(&url, "2025-06-18", json!({})).await;
+    let (oldest, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    let (recent, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    let echo_a = call(json!(2), "echo", json!({"message": "a"}));
+    assert_eq!(post_raw(&url, Some(&oldest), &echo_a).await.status, 200);
+    // `oldest` was used last: `recent` is now the least recently active.
+    let (newest, _) = open_session_with(&url, "2025-06-18", json!({})).await;
+    let echo_b = call(json!(3), "echo", json!({"message": "b"}));
+    let status = |reply: berth_tests::proxy::RawReply| reply.status;
+    assert_eq!(
+        status(post_raw(&url, Some(&recent), &echo_b).await),
+        404,
+        "the evicted session is gone"
+    );
+    assert_eq!(status(post_raw(&url, Some(&oldest), &echo_b).await), 200);
+    assert_eq!(status(post_raw(&url, Some(&newest), &echo_b).await), 200);
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert_eq!(
+        berth_tests::proxy::sample(&metrics, "berth_proxy_downstream_sessions_evicted_total"),
+        1.0
+    );
+    eventually("the evicted session's upstream DELETE", || {
+        upstream.deletes() == 1
+    })
+    .await;
+
+    // Both sessions busy (a slow call in flight on each): a third client is refused.
+    let slow = |session: String| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            post_raw(
+                &url,
+                Some(&session),
+                &call(json!(9), "slow", json!({"ms": 1500})),
+            )
+            .await
+        })
+    };
+    let calls = [slow(oldest), slow(newest)];
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let init = json!({"jsonrpc":"2.0","id":7,"method":"initialize","params":{
         "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
     let reply = post_raw(&url, None, &init.to_string()).await;
-    assert_eq!(reply.status, 503);
+    assert_eq!(reply.status, 503, "{reply:?}");
     assert_eq!(reply.last()["id"], json!(7));
     assert_eq!(
         reply.last()["error"]["code"],
         json!(berth_proxy::jsonrpc::SESSION_LIMIT)
     );
+    for call in calls {
+        assert_eq!(
+            call.await.expect("slow call").status,
+            200,
+            "busy sessions kept"
+        );
+    }
     proxy.shutdown().await;
 }
 

@@ -36,7 +36,10 @@ pub struct SessionSettings {
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.session.idleTimeout must be more than 0s and at most 168h"}]))]
     pub idle_timeout: DurationString,
     /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
-    /// session, or for stdio a child process, of its own); past it, a new `initialize` gets a
+    /// session, or for stdio a child process, of its own). At the cap, a new client's session
+    /// ends the least recently active idle one (no request in flight, no open stream), whose
+    /// next request gets HTTP 404 so its client starts over (most clients never end their
+    /// sessions); only when every session is busy does a new `initialize` get HTTP 503 with a
     /// clear JSON-RPC error. For stdio it is also the stdio host's `--max-children`. Range
     /// 1-1024. Default `16`.
     #[serde(default = "default_max_sessions")]

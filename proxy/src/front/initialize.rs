@@ -49,7 +49,7 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
             Err(why) => return unavailable(id, why == Unavailable::TimedOut),
         },
         SessionStrategy::PerClient => {
-            if proxy.sessions.len() >= proxy.max_sessions {
+            if !make_room(proxy) {
                 return session_limit(proxy, id);
             }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
@@ -106,6 +106,28 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
     }
 }
 
+/// Whether a `PerClient` session may be opened: below `session.maxSessions` (request-scoped
+/// modern sessions counted), or at it once the least recently active idle session was ended
+/// to make room (counted in `berth_proxy_downstream_sessions_evicted_total`). Most clients
+/// never DELETE their session; without this, a cap reached by abandoned sessions refused every
+/// new client for the whole idle timeout (issue 13). `false`: every session is busy.
+pub(super) fn make_room(proxy: &Proxy) -> bool {
+    while proxy.sessions.len() + proxy.sessions.request_scoped_len() >= proxy.max_sessions {
+        let Some(id) = proxy.sessions.least_recently_active_idle() else {
+            return false;
+        };
+        if proxy.end_session(&id) {
+            proxy.metrics.downstream_sessions_evicted.inc();
+            tracing::info!(
+                mcp.session_id = %id,
+                max_sessions = proxy.max_sessions,
+                "ended the least recently active idle client session to make room at session.maxSessions"
+            );
+        }
+    }
+    true
+}
+
 /// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
 /// host at its `--max-children`): 503, -32014, outcome `rejected`.
 pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
@@ -120,7 +142,7 @@ pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
         StatusCode::SERVICE_UNAVAILABLE,
         id,
         jsonrpc::SESSION_LIMIT,
-        "the proxy serves its maximum number of client sessions (session.maxSessions); retry later",
+        "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
         json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
     )
 }

@@ -123,7 +123,7 @@ async fn request(
 /// capabilities and `clientInfo` (the revision is the proxy's: the upstream is legacy), capped
 /// with the other client sessions by `session.maxSessions`.
 async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated, Answer> {
-    if proxy.sessions.len() + proxy.sessions.request_scoped_len() >= proxy.max_sessions {
+    if !super::initialize::make_room(proxy) {
         return Err(super::initialize::session_limit(proxy, id));
     }
     let mut params = json!({

@@ -124,6 +124,12 @@ pub struct ProxySpec {
     /// that reaches the Service may connect).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth: Option<ProxyAuth>,
+    /// Browser origins and `Host` names the MCP endpoint accepts, so a web page a user visits
+    /// cannot reach it through DNS rebinding, for example
+    /// `{allowedOrigins: ["https://inspector.example.com"]}`. Default: requests without `Origin`
+    /// (clients that are not browsers) and from loopback origins, with any `Host`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub request_origin: crate::proxy_config::request_origin::RequestOriginSpec,
 }
 
 impl Default for ProxySpec {
@@ -133,6 +139,7 @@ impl Default for ProxySpec {
             admin_port: default_admin_port(),
             resources: None,
             auth: None,
+            request_origin: Default::default(),
         }
     }
 }

@@ -5,6 +5,8 @@
 //! One definition, two users: the operator serializes [`ProxyConfig`], the proxy deserializes it,
 //! so the two can never disagree on a field name or a default.
 
+pub mod request_origin;
+
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -55,6 +57,10 @@ pub struct ProxyConfig {
     /// (field case BR-35). Default: none (ids are valid on the issuing replica only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_key_env: Option<String>,
+    /// Browser origins and `Host` names the MCP endpoint accepts (DNS rebinding protection).
+    /// Default: loopback origins, any `Host`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub request_origin: request_origin::RequestOriginSpec,
 }
 
 /// How clients authenticate to the proxy.

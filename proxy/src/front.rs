@@ -9,6 +9,7 @@
 mod auth;
 mod body;
 mod client_response;
+mod origin;
 
 pub use auth::BearerToken;
 pub(crate) mod era;
@@ -52,6 +53,10 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&proxy),
             auth::require_bearer,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&proxy),
+            origin::require_allowed_origin,
         ))
         .with_state(proxy)
 }

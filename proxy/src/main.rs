@@ -163,6 +163,7 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             tools: Default::default(),
             downstream_auth: None,
             session_key_env: None,
+            request_origin: Default::default(),
         },
         (None, None) => {
             anyhow::bail!("one of --config, --upstream-url or --upstream-command is required")

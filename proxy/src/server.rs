@@ -89,6 +89,8 @@ pub struct Proxy {
     pub endpoint: Endpoint,
     /// `downstreamAuth`: the bearer token clients must present; `None` admits every client.
     pub downstream_token: Option<crate::front::BearerToken>,
+    /// `requestOrigin`: the `Origin` and `Host` values the MCP endpoint accepts.
+    pub request_origin: berth_crds::proxy_config::request_origin::RequestOriginSpec,
 }
 
 impl Proxy {
@@ -260,6 +262,7 @@ pub async fn start_on(
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
         downstream_token,
+        request_origin: config.request_origin.clone(),
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;

@@ -27,6 +27,7 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         tools: Default::default(),
         downstream_auth: None,
         session_key_env: None,
+        request_origin: Default::default(),
     };
     config.timeouts.call = berth_crds::DurationString::new(call_timeout);
     config

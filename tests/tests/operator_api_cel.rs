@@ -144,6 +144,22 @@ async fn operator_api_cel_rejections_name_the_field() {
             ),
             "spec.toolsProbe.interval",
         ),
+        (
+            "origin with a path",
+            format!(
+                "{}  proxy: {{requestOrigin: {{allowedOrigins: ['https://a.example/x']}}}}\n",
+                up("")
+            ),
+            "spec.proxy.requestOrigin.allowedOrigins",
+        ),
+        (
+            "host with a scheme",
+            format!(
+                "{}  proxy: {{requestOrigin: {{allowedHosts: ['https://a.example']}}}}\n",
+                up("")
+            ),
+            "spec.proxy.requestOrigin.allowedHosts",
+        ),
     ];
     for (case, spec, field) in &cases {
         assert_rejected(&ns, case, spec, field).await;
@@ -155,7 +171,7 @@ async fn operator_api_cel_rejections_name_the_field() {
         &upstream(
             "good",
             &format!(
-                "{}  networkPolicy: {{enabled: true, egress: [{{cidr: '2001:db8::/32'}}]}}\n  podDisruptionBudget: {{maxUnavailable: 25%}}\n",
+                "{}  networkPolicy: {{enabled: true, egress: [{{cidr: '2001:db8::/32'}}]}}\n  podDisruptionBudget: {{maxUnavailable: 25%}}\n  proxy: {{requestOrigin: {{allowedOrigins: ['*', 'https://inspector.example.com:8443'], allowedHosts: ['mcp.example.com', '*.svc.cluster.local', 'edge:8443']}}}}\n",
                 up(", command: [srv], securityContext: {runAsUser: 1000, runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {add: [NET_BIND_SERVICE]}}")
             ),
         ),

@@ -101,6 +101,11 @@ fn build_full_spec_proxy_gets_client_token_and_session_key_from_secrets() {
         Some("BERTH_DOWNSTREAM_TOKEN")
     );
     assert_eq!(config.session_key_env.as_deref(), Some("BERTH_SESSION_KEY"));
+    assert_eq!(
+        config.request_origin.allowed_origins,
+        ["https://inspector.example.com"]
+    );
+    assert_eq!(config.request_origin.allowed_hosts, ["search.example.com"]);
     // The token itself is nowhere in the ConfigMap.
     let text = &children.config_map.data.as_ref().expect("data")[PROXY_CONFIG_KEY];
     assert!(!text.contains("search-clients"), "{text}");

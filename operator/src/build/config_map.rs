@@ -74,6 +74,7 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
             bearer_token_env: DOWNSTREAM_TOKEN_ENV.to_owned(),
         }),
         session_key_env: Some(SESSION_KEY_ENV.to_owned()),
+        request_origin: spec.proxy.request_origin.clone(),
     }
 }
 

@@ -1,0 +1,71 @@
+//! DNS rebinding protection on the MCP endpoint (MCP 2025-11-25 and 2026-07-28, "Streamable
+//! HTTP", "Security": servers MUST validate `Origin` and answer 403 when it is invalid): a
+//! request whose `Origin` is not a loopback origin or in `requestOrigin.allowedOrigins`, or
+//! whose `Host` is not allowed by `requestOrigin.allowedHosts` when that is set, gets 403 with a
+//! JSON-RPC error (id `null`: the body is never read) and counts as
+//! `berth_proxy_invalid_messages_total{reason="origin"|"host"}`. Checked on every method, before
+//! authentication. The admin port (kubelet probes, Prometheus) is not checked.
+//!
+//! Behind Berth the upstream's own check sees the proxy's `Host`, so the proxy is where this
+//! must hold.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::answer::Answer;
+use crate::jsonrpc;
+use crate::server::Proxy;
+
+/// Middleware: lets the request through when its `Origin` and `Host` are allowed.
+pub async fn require_allowed_origin(
+    State(proxy): State<Arc<Proxy>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let policy = &proxy.request_origin;
+    let headers = request.headers();
+    let text = |name| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    };
+    let origin = text(header::ORIGIN)
+        .filter(|o| !policy.allows_origin(o))
+        .map(|origin| {
+            let message = format!(
+                "requests from origin {origin:?} are not allowed (requestOrigin.allowedOrigins)"
+            );
+            ("origin", message)
+        });
+    let refusal = origin.or_else(|| {
+        text(header::HOST)
+            .filter(|h| !policy.allows_host(h))
+            .map(|host| {
+                let message = format!(
+                    "requests for host {host:?} are not allowed (requestOrigin.allowedHosts)"
+                );
+                ("host", message)
+            })
+    });
+    let Some((reason, message)) = refusal else {
+        return next.run(request).await;
+    };
+    proxy
+        .metrics
+        .invalid_messages
+        .with_label_values(&[reason])
+        .inc();
+    tracing::info!(reason, %message, "refused a request (DNS rebinding protection)");
+    Answer::error(
+        StatusCode::FORBIDDEN,
+        &Value::Null,
+        jsonrpc::INVALID_REQUEST,
+        &message,
+    )
+    .into_response()
+}

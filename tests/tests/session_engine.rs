@@ -356,6 +356,49 @@ async fn br_20_unknown_newer_version_is_negotiated_down_not_rejected() {
     proxy.shutdown().await;
 }
 
+/// `Shared`: a client that asks for an older revision the proxy serves is answered with that
+/// revision, not the upstream session's (a client that speaks only 2025-06-18 gave up when told
+/// 2025-11-25; issue 13), and its calls under that revision's `MCP-Protocol-Version` work while
+/// the proxy's hop keeps the upstream session's own (a strict upstream refuses any other).
+#[tokio::test]
+async fn shared_client_gets_the_revision_it_asked_for_and_the_upstream_hop_keeps_its_own() {
+    let upstream = FaultUpstream::builder()
+        .faults(berth_tests::fault::Faults {
+            strict_protocol_version: true,
+            ..Default::default()
+        })
+        .start()
+        .await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    for requested in ["2025-06-18", "2025-03-26"] {
+        let (session, result) = open_session_with(&url, requested, json!({})).await;
+        assert_eq!(result["protocolVersion"], json!(requested), "{result}");
+        let echo = call(json!(5), "echo", json!({"message": requested}));
+        let headers = [("mcp-protocol-version", requested)];
+        let reply = post_with(&url, Some(&session), &headers, &echo).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(text(reply.last()), json!(requested), "{reply:?}");
+    }
+    let upstream_versions: std::collections::BTreeSet<_> = upstream
+        .received()
+        .iter()
+        .filter(|r| r.method.as_deref() == Some("tools/call"))
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(name, _)| name == "mcp-protocol-version")
+                .map(|(_, value)| value.clone())
+        })
+        .collect();
+    assert_eq!(
+        upstream_versions.into_iter().collect::<Vec<_>>(),
+        ["2025-11-25"],
+        "the upstream hop keeps the upstream session's revision"
+    );
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn br_26_list_changed_reaches_the_get_stream_and_refreshes_the_list() {
     let upstream = FaultUpstream::builder().start().await;

@@ -16,6 +16,7 @@ use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
 use crate::server::Proxy;
 use crate::upstream::Unavailable;
+use crate::upstream::session::HANDSHAKE_VERSIONS;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
 ///
@@ -38,6 +39,10 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
         return super::unknown_session(proxy, id);
     }
     let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
+    let requested = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let client_capabilities = params
         .get("capabilities")
         .cloned()
@@ -78,15 +83,15 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
             }
         }
     };
+    let version = negotiate(requested.as_deref(), upstream.protocol_version());
     let mut result = upstream.initialize_result().clone();
-    result["protocolVersion"] = json!(upstream.protocol_version());
+    result["protocolVersion"] = json!(version);
     if dedicated.is_none() {
         crate::tasks::hide_capability(&mut result);
     }
-    let session =
-        proxy
-            .sessions
-            .create(upstream.protocol_version(), client_capabilities, dedicated);
+    let session = proxy
+        .sessions
+        .create(version, client_capabilities, dedicated);
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
     }
@@ -96,13 +101,27 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
         .set(proxy.sessions.len() as i64);
     tracing::info!(
         mcp.session_id = session.id(),
-        protocol_version = upstream.protocol_version(),
+        protocol_version = version,
+        upstream_protocol_version = upstream.protocol_version(),
         "downstream session initialized"
     );
     Answer::Json {
         status: StatusCode::OK,
         body: json!({ "jsonrpc": "2.0", "id": id, "result": result }).into(),
         session: Some(session.id().to_owned()),
+    }
+}
+
+/// The revision a client's session speaks: the one it asked for when the proxy serves it and it
+/// is no newer than the upstream session's (a client that speaks only 2025-06-18 must be told
+/// 2025-06-18, not the upstream's 2025-11-25, or it gives up: MCP 2025-06-18, "Version
+/// Negotiation"), else the upstream session's. The proxy's own hop keeps the upstream's
+/// revision; the newer revision's additions are fields older clients ignore, and tasks, the one
+/// feature an older client could be asked to take part in, are hidden under `Shared`.
+fn negotiate<'a>(requested: Option<&'a str>, upstream: &'a str) -> &'a str {
+    match requested {
+        Some(version) if HANDSHAKE_VERSIONS.contains(&version) && version <= upstream => version,
+        _ => upstream,
     }
 }
 
@@ -172,4 +191,18 @@ pub(super) fn unavailable(id: &Value, timed_out: bool) -> Answer {
         message,
         json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiate_answers_the_clients_revision_when_served_and_not_newer_than_the_upstreams() {
+        assert_eq!(negotiate(Some("2025-06-18"), "2025-11-25"), "2025-06-18");
+        assert_eq!(negotiate(Some("2024-11-05"), "2025-11-25"), "2024-11-05");
+        assert_eq!(negotiate(Some("2025-11-25"), "2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate(Some("2099-01-01"), "2025-11-25"), "2025-11-25");
+        assert_eq!(negotiate(None, "2025-11-25"), "2025-11-25");
+    }
 }

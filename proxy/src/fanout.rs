@@ -110,7 +110,14 @@ fn server_request(proxy: &Proxy, message: WireMessage, upstream_id: Value, metho
         return;
     };
     let metrics = &proxy.metrics;
-    match proxy.sessions.all().as_slice() {
+    // Modern clients' listen streams carry no server requests (MCP 2026-07-28).
+    let legacy: Vec<_> = proxy
+        .sessions
+        .all()
+        .into_iter()
+        .filter(|session| !session.is_modern())
+        .collect();
+    match legacy.as_slice() {
         [only] => {
             if let Some(message) =
                 server_request::register(only, &upstream, message, upstream_id, method, metrics)

@@ -51,6 +51,10 @@ impl Drop for DownstreamSession {
             return;
         };
         count.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        // A registered session ended by `Sessions::remove` was closed there already.
+        if self.closed.is_cancelled() {
+            return;
+        }
         self.closed.cancel();
         if let Some(dedicated) = &self.dedicated
             && tokio::runtime::Handle::try_current().is_ok()
@@ -360,6 +364,13 @@ impl Sessions {
     pub fn request_scoped_len(&self) -> usize {
         self.request_scoped
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Stores a request-scoped session ([`Self::request_scoped`]) so server notifications reach
+    /// it (a modern `subscriptions/listen` stream) until it is ended with [`Self::remove`].
+    pub fn register(&self, session: Arc<DownstreamSession>) {
+        let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
+        map.insert(session.id.clone(), session);
     }
 
     /// Creates a session with a fresh random id.

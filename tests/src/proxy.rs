@@ -226,16 +226,28 @@ pub async fn post_stream(
     session: &str,
     body: &str,
 ) -> (u16, tokio::sync::mpsc::Receiver<Value>) {
+    post_stream_with(url, &[("mcp-session-id", session)], body).await
+}
+
+/// As [`post_stream`], with `headers` instead of a session id (a modern request).
+///
+/// # Panics
+/// When the request cannot be sent.
+pub async fn post_stream_with(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, tokio::sync::mpsc::Receiver<Value>) {
     use futures::StreamExt;
-    let response = reqwest::Client::new()
+    let mut request = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("post");
+        .body(body.to_owned());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("post");
     let status = response.status().as_u16();
     let is_sse = response
         .headers()

@@ -6,9 +6,9 @@
 //! fault fixture (to see what reached the upstream byte for byte) and a Python stdio server.
 
 use berth_crds::SessionStrategy;
-use berth_tests::fault::FaultUpstream;
+use berth_tests::fault::{Capabilities, FaultUpstream};
 use berth_tests::peers::{self, run_client};
-use berth_tests::proxy::{config, mcp_url, post_with, start_ready};
+use berth_tests::proxy::{config, mcp_url, post_stream_with, post_with, start_ready};
 use berth_tests::{stdio, tap};
 use serde_json::{Value, json};
 
@@ -24,7 +24,8 @@ fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &
 }
 
 /// A modern request body: `params` with the required per-request `_meta` fields added.
-fn modern_body(id: u64, method: &str, mut params: Value) -> String {
+fn modern_body(id: impl Into<Value>, method: &str, mut params: Value) -> String {
+    let id = id.into();
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -378,4 +379,95 @@ async fn modern_client_uses_a_legacy_stdio_upstream_shared_and_per_client() {
         );
         proxy.shutdown().await;
     }
+}
+
+/// `subscriptions/listen` over a legacy upstream: acknowledged first with the subset the
+/// upstream supports, then only the notification types asked for, each tagged with the
+/// subscription id; the listed resource is subscribed upstream and unsubscribed when the client
+/// closes the stream.
+#[tokio::test]
+async fn modern_subscriptions_listen_carries_only_what_was_asked_tagged_with_its_id() {
+    let upstream = FaultUpstream::builder()
+        .capabilities(Capabilities {
+            resources_subscribe: true,
+            ..Capabilities::default()
+        })
+        .start()
+        .await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let body = modern_body(
+        "sub-1",
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "promptsListChanged": true,
+            "resourceSubscriptions": ["file:///watched"]}}),
+    );
+    let headers = modern_headers("subscriptions/listen", None);
+    let (status, mut messages) = post_stream_with(&url, &headers, &body).await;
+    assert_eq!(status, 200);
+    let next = async |messages: &mut tokio::sync::mpsc::Receiver<Value>| {
+        tokio::time::timeout(std::time::Duration::from_secs(5), messages.recv())
+            .await
+            .expect("a message in time")
+            .expect("stream open")
+    };
+    let ack = next(&mut messages).await;
+    assert_eq!(
+        ack["method"],
+        json!("notifications/subscriptions/acknowledged"),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!("sub-1")
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true, "resourceSubscriptions": ["file:///watched"]}),
+        "prompts are not offered by the upstream"
+    );
+    berth_tests::wait_for(
+        "the upstream subscription",
+        std::time::Duration::from_secs(5),
+        || async { (upstream.count("resources/subscribe") == 1).then_some(()) },
+    )
+    .await;
+    upstream.notify_resource_updated("file:///other");
+    upstream.notify_resource_updated("file:///watched");
+    let updated = next(&mut messages).await;
+    assert_eq!(
+        updated["method"],
+        json!("notifications/resources/updated"),
+        "{updated}"
+    );
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("file:///watched"),
+        "{updated}"
+    );
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!("sub-1")
+    );
+    upstream.add_tool(json!({"name": "fresh", "inputSchema": {"type": "object"}}));
+    let changed = next(&mut messages).await;
+    assert_eq!(
+        changed["method"],
+        json!("notifications/tools/list_changed"),
+        "{changed}"
+    );
+    // The client goes away; the proxy sees it when it next writes to the stream (a
+    // notification, or its keep-alive comment every 15 s), so the upstream keeps sending.
+    drop(messages);
+    berth_tests::wait_for(
+        "the upstream unsubscription",
+        std::time::Duration::from_secs(10),
+        || async {
+            upstream.notify_tools_changed();
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            (upstream.count("resources/unsubscribe") == 1).then_some(())
+        },
+    )
+    .await;
+    proxy.shutdown().await;
 }

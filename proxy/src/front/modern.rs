@@ -10,6 +10,7 @@
 
 mod bridge;
 mod headers;
+mod listen;
 
 use std::sync::Arc;
 
@@ -103,6 +104,21 @@ async fn request(
     };
     if method == "server/discover" {
         return discover(proxy, &session, &id).await;
+    }
+    if method == "subscriptions/listen" {
+        let upstream = match session.dedicated() {
+            Some(dedicated) => Ok(dedicated.current()),
+            None => proxy.upstream.try_session(proxy.connect_budget).await,
+        };
+        let Ok(upstream) = upstream else {
+            return super::initialize::unavailable(&id, false);
+        };
+        let capabilities = upstream
+            .initialize_result()
+            .get("capabilities")
+            .cloned()
+            .unwrap_or_default();
+        return listen::open(proxy, session, id, &body, &capabilities);
     }
     let server_info = server_info(proxy, &session);
     let wants_logs = meta.get(META_LOG_LEVEL).is_some();

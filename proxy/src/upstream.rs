@@ -11,6 +11,7 @@ mod error;
 pub mod http;
 pub mod late_response;
 pub mod listen;
+mod resume;
 pub mod session;
 mod supervisor;
 pub mod tools;

@@ -93,6 +93,10 @@ pub struct Faults {
     /// `tools/call echo` answers its POST this way and sends the response 50 ms later on the
     /// session's standalone GET stream instead (issue 12, item 3). `None`: on the POST.
     pub answer_on_standalone: Option<StandaloneAnswer>,
+    /// `tools/call echo` is answered the 2025-11-25 polling way (the conformance suite's
+    /// `server-sse-polling`): its POST stream carries only a priming event (an event id, `retry:
+    /// 50`, no data) and closes; the response comes on a `GET` with that `Last-Event-ID`.
+    pub sse_polling: bool,
     /// A strict server (issue 12, item 4): every request after the handshake (every POST but
     /// `initialize`, every GET and DELETE) whose `MCP-Protocol-Version` header is missing or
     /// differs from the revision negotiated on its session gets HTTP 400 with
@@ -574,6 +578,8 @@ struct Session {
     /// Client requests in flight, by JSON-RPC id (as JSON text), for `notifications/cancelled`.
     in_flight: HashMap<String, CancellationToken>,
     next_request: u64,
+    /// `sse_polling` responses waiting for their resumption, by priming event id.
+    polled: HashMap<String, Value>,
 }
 
 /// The key of the implicit session of a [`Faults::sessionless`] server.

@@ -171,7 +171,13 @@ impl HttpUpstream {
             .unwrap_or_default()
             .to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") {
-            Ok((Reply::Stream(sse_messages(response)), session_id))
+            let stream = super::resume::call_stream(
+                self.clone(),
+                session.map(str::to_owned),
+                protocol_version.map(str::to_owned),
+                response,
+            );
+            Ok((Reply::Stream(stream), session_id))
         } else if content_type.starts_with("application/json") {
             let bytes = response.bytes().await.map_err(UpstreamError::Read)?;
             let value = WireMessage::parse(&bytes)
@@ -199,6 +205,22 @@ impl HttpUpstream {
         Option<BoxStream<'static, Result<(Option<String>, WireMessage), UpstreamError>>>,
         UpstreamError,
     > {
+        Ok(self
+            .get_response(session, protocol_version, last_event_id)
+            .await?
+            .map(sse_events))
+    }
+
+    /// As [`Self::get`], the response unparsed.
+    ///
+    /// # Errors
+    /// As [`Self::get`].
+    pub(super) async fn get_response(
+        &self,
+        session: &str,
+        protocol_version: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<Option<reqwest::Response>, UpstreamError> {
         let mut request = self
             .client
             .get(self.url.clone())
@@ -223,7 +245,7 @@ impl HttpUpstream {
                 body,
             });
         }
-        Ok(Some(sse_events(response)))
+        Ok(Some(response))
     }
 
     /// Ends an upstream session with `DELETE`, carrying the session's negotiated
@@ -293,28 +315,6 @@ fn sse_events(
                         }
                     }
                 }
-            }
-        })
-        .boxed()
-}
-
-/// Turns an SSE response into JSON-RPC messages. Events without data (priming events,
-/// comments) are skipped; an event whose data is not JSON ends the stream with an error.
-fn sse_messages(
-    response: reqwest::Response,
-) -> BoxStream<'static, Result<WireMessage, UpstreamError>> {
-    SseByteStream::new(response.bytes_stream())
-        .filter_map(|event| async move {
-            match event {
-                Err(e) => Some(Err(UpstreamError::Malformed(format!(
-                    "broken SSE stream: {e}"
-                )))),
-                Ok(sse) => match sse.data.as_deref().map(str::trim) {
-                    None | Some("") => None,
-                    Some(data) => Some(WireMessage::parse(data.as_bytes()).map_err(|e| {
-                        UpstreamError::Malformed(format!("SSE event is not JSON: {e}"))
-                    })),
-                },
             }
         })
         .boxed()

@@ -195,6 +195,9 @@ async fn request(
     {
         return answer_on_standalone(handle, &session, id, &params, shape);
     }
+    if method == "tools/call" && params["name"] == "echo" && handle.lock().faults.sse_polling {
+        return polled(handle, &session, id, &params);
+    }
     if method == "tools/call" {
         return tools::call(handle.clone(), session, id, params).await;
     }
@@ -252,6 +255,15 @@ async fn on_get(
     let Some(state) = inner.sessions.get_mut(&session) else {
         return status_only(StatusCode::NOT_FOUND);
     };
+    if let Some(response) =
+        header_text(&headers, "last-event-id").and_then(|id| state.polled.remove(&id))
+    {
+        let event = Event::default()
+            .event("message")
+            .id("resumed")
+            .data(response.to_string());
+        return Sse::new(futures::stream::iter([Ok::<_, Infallible>(event)])).into_response();
+    }
     let (tx, rx) = mpsc::channel(STREAM_BUFFER);
     state.streams.push(tx);
     Sse::new(events(rx))
@@ -424,6 +436,29 @@ fn answer_on_standalone(
             stream_reply(rx)
         }
     }
+}
+
+/// `tools/call echo` with `sse_polling`: a priming event only; the response waits for the GET
+/// that resumes after it.
+fn polled(handle: &FaultHandle, session: &str, id: Value, params: &Value) -> Response {
+    let text = params["arguments"]["message"].clone();
+    let response = json!({"jsonrpc": "2.0", "id": id,
+        "result": {"content": [{"type": "text", "text": text}]}});
+    let event_id = format!("prime-{}", id_token(&id));
+    if let Some(state) = handle.lock().sessions.get_mut(session) {
+        state.polled.insert(event_id.clone(), response);
+    }
+    let priming = Event::default()
+        .id(event_id)
+        .retry(Duration::from_millis(50))
+        .data("");
+    Sse::new(futures::stream::iter([Ok::<_, Infallible>(priming)])).into_response()
+}
+
+/// A priming event id unique per request id.
+fn id_token(id: &Value) -> String {
+    id.to_string()
+        .replace(|c: char| !c.is_ascii_alphanumeric(), "")
 }
 
 /// The reply to `tools/call raw`: [`super::Faults::raw_result`] spliced in as it is.

@@ -237,10 +237,10 @@ impl DownstreamSession {
     /// No request in flight, no server request awaiting the client's answer, no open
     /// standalone stream.
     fn is_idle(&self) -> bool {
-        let lock = |m: &Mutex<HashMap<String, InFlight>>| {
-            m.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-        };
-        lock(&self.in_flight)
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
             && self
                 .server_requests
                 .lock()

@@ -106,11 +106,7 @@ async fn request(
         return discover(proxy, &session, &id).await;
     }
     if method == "subscriptions/listen" {
-        let upstream = match session.dedicated() {
-            Some(dedicated) => Ok(dedicated.current()),
-            None => proxy.upstream.try_session(proxy.connect_budget).await,
-        };
-        let Ok(upstream) = upstream else {
+        let Ok(upstream) = serving_upstream(proxy, &session).await else {
             return super::initialize::unavailable(&id, false);
         };
         let capabilities = upstream
@@ -142,14 +138,13 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
     if !super::initialize::make_room(proxy) {
         return Err(super::initialize::session_limit(proxy, id));
     }
-    let mut params = json!({
+    let object = |key| meta.get(key).filter(|v| v.is_object()).cloned();
+    let params = json!({
         "protocolVersion": REQUESTED_VERSION,
-        "capabilities": meta.get(META_CLIENT_CAPABILITIES).cloned().unwrap_or_else(|| json!({})),
-        "clientInfo": meta.get(META_CLIENT_INFO).cloned().unwrap_or_else(|| json!({"name": "berth-modern-client", "version": "0"})),
+        "capabilities": object(META_CLIENT_CAPABILITIES).unwrap_or_else(|| json!({})),
+        "clientInfo": object(META_CLIENT_INFO)
+            .unwrap_or_else(|| json!({"name": "berth-modern-client", "version": "0"})),
     });
-    if !params["clientInfo"].is_object() {
-        params["clientInfo"] = json!({"name": "berth-modern-client", "version": "0"});
-    }
     Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget)
         .await
         .map_err(|error| {
@@ -159,6 +154,18 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
             }
             super::initialize::unavailable(id, false)
         })
+}
+
+/// The upstream session that serves `session`: its own (`PerClient`), or the shared one once
+/// the supervisor has it (within `timeouts.connect`).
+async fn serving_upstream(
+    proxy: &Proxy,
+    session: &DownstreamSession,
+) -> Result<Arc<crate::upstream::UpstreamSession>, crate::upstream::Unavailable> {
+    match session.dedicated() {
+        Some(dedicated) => Ok(dedicated.current()),
+        None => proxy.upstream.try_session(proxy.connect_budget).await,
+    }
 }
 
 /// The upstream's `serverInfo`, from the handshake of the session that serves `session`.
@@ -174,11 +181,7 @@ fn server_info(proxy: &Proxy, session: &DownstreamSession) -> Option<Value> {
 /// has no `server/discover`); outcome recorded like any request.
 async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Answer {
     let started = std::time::Instant::now();
-    let upstream = match session.dedicated() {
-        Some(dedicated) => Ok(dedicated.current()),
-        None => proxy.upstream.try_session(proxy.connect_budget).await,
-    };
-    let Ok(upstream) = upstream else {
+    let Ok(upstream) = serving_upstream(proxy, session).await else {
         proxy.metrics.record(
             "server/discover",
             None,

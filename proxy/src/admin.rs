@@ -42,13 +42,16 @@ async fn tools(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     axum::Json(proxy.upstream.tools_summary())
 }
 
-/// `{"ready", "lastError", "stdio": {"children", "restarts"}}`: why the upstream is not ready
+/// `{"ready", "lastError", "era", "protocolVersion", "stdio": {"children", "restarts"}}`
+/// (`era`: `legacy` or `modern` once the upstream was probed, `null` before): why the upstream is not ready
 /// (for a stdio child: how it ended and its last stderr lines, redacted) and, for stdio, the
 /// live children and restart count, for the operator's status (field cases BR-13 b, BR-34).
 async fn upstream(State(proxy): State<Arc<Proxy>>) -> impl IntoResponse {
     let mut body = serde_json::json!({
         "ready": proxy.upstream.is_ready(),
         "lastError": proxy.upstream.last_error(),
+        "era": proxy.upstream.endpoint().era().get().map(|era| era.as_label()),
+        "protocolVersion": proxy.upstream.current().map(|s| s.protocol_version().to_owned()),
     });
     if proxy.upstream.endpoint().stdio().is_some() {
         body["stdio"] = serde_json::json!({

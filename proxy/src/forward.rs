@@ -8,6 +8,9 @@
 //! nothing else is ever replayed (failure 3). Every request ends in exactly one [`Outcome`],
 //! recorded once, including when the client goes away mid-call (the `Call` drop guard).
 
+mod input_required;
+mod legacy_over_modern;
+pub mod parked;
 mod relay;
 
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use crate::metrics::Era;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
 
@@ -50,6 +54,11 @@ struct Call {
     json_only: bool,
     started: Instant,
     finished: bool,
+    /// The original request, kept for the retries of an `input_required` result bridged for a
+    /// legacy client ([`input_required`]); `None` when no bridge can apply.
+    retry_body: Option<WireMessage>,
+    /// Rounds of input bridged so far.
+    input_rounds: u32,
 }
 
 impl Call {
@@ -249,6 +258,20 @@ pub async fn request(
             );
         }
     };
+    if session.is_modern()
+        && let Some(state) = parked::retry_state(&body).map(str::to_owned)
+    {
+        let retry = Retry {
+            id,
+            method,
+            tool,
+            body,
+            json_only,
+            cancelled: in_flight.cancelled,
+            started,
+        };
+        return resume_parked(&proxy, session, retry, &state).await;
+    }
     let upstream = match session.dedicated() {
         Some(dedicated) => Some(dedicated.current()),
         None => proxy.upstream.session(proxy.connect_budget).await,
@@ -315,6 +338,32 @@ pub async fn request(
             );
         }
     }
+    if upstream.era() == UpstreamEra::Modern
+        && !session.is_modern()
+        && let Some(local) = legacy_over_modern::answer(&session, &method, &body)
+    {
+        session.finish(&id);
+        let (outcome, answer) = match local {
+            legacy_over_modern::Local::Result(result) => (
+                Outcome::Ok,
+                Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": result })),
+            ),
+            legacy_over_modern::Local::Refused(code, message) => (
+                Outcome::Rejected,
+                Answer::error_with_data(
+                    StatusCode::OK,
+                    &id,
+                    code,
+                    &message,
+                    json!({ "outcome": Outcome::Rejected.as_label() }),
+                ),
+            ),
+        };
+        proxy
+            .metrics
+            .record(&method, None, outcome, started.elapsed(), era);
+        return answer;
+    }
     if let Some(answer) = crate::subscriptions::local_answer(&proxy, &session, &id, &method, &body)
     {
         session.finish(&id);
@@ -324,6 +373,8 @@ pub async fn request(
         return answer;
     }
     let progress_token = body.pointer("/params/_meta/progressToken").cloned();
+    let retry_body =
+        input_required::retry_body(&method, upstream.era(), session.is_modern(), &body);
     let mut call = Call {
         proxy: Arc::clone(&proxy),
         session,
@@ -336,6 +387,8 @@ pub async fn request(
         json_only,
         started,
         finished: false,
+        retry_body,
+        input_rounds: 0,
     };
     let mut replayed = false;
     loop {
@@ -373,6 +426,11 @@ pub async fn request(
             Some(Ok(Ok(reply))) => reply,
         };
         return match reply {
+            // An input request for a legacy client: asked on a stream, like a server request.
+            Reply::Json(response) if input_required::bridges(&call, &response) => {
+                let stream = futures::stream::once(async { Ok(response) }).boxed();
+                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
+            }
             Reply::Json(response) => {
                 let outcome = Outcome::of_response(&response);
                 let response = call.finalize(response);
@@ -396,6 +454,79 @@ pub async fn request(
     }
 }
 
+/// A modern client's retry of a call the proxy parked ([`parked`]).
+struct Retry {
+    id: Value,
+    method: String,
+    tool: Option<String>,
+    body: WireMessage,
+    json_only: bool,
+    cancelled: tokio_util::sync::CancellationToken,
+    started: Instant,
+}
+
+/// Hands `retry` to the parked call its `requestState` names; the call's answer goes to the
+/// retry from there. A state unknown here (expired, used, minted elsewhere) or minted for
+/// another request is refused with -32602, outcome `rejected`.
+async fn resume_parked(
+    proxy: &Arc<Proxy>,
+    session: Arc<DownstreamSession>,
+    retry: Retry,
+    state: &str,
+) -> Answer {
+    let refuse = |message: &str| {
+        session.finish(&retry.id);
+        proxy.metrics.record(
+            &retry.method,
+            retry.tool.as_deref(),
+            Outcome::Rejected,
+            retry.started.elapsed(),
+            Era::Modern,
+        );
+        Answer::error_with_data(
+            StatusCode::OK,
+            &retry.id,
+            jsonrpc::INVALID_PARAMS,
+            message,
+            json!({ "outcome": Outcome::Rejected.as_label() }),
+        )
+    };
+    let Some(call) = proxy.parked.take(state) else {
+        return refuse(
+            "requestState is unknown or expired: a call waiting for input is kept once, for timeouts.call, by the proxy replica that asked",
+        );
+    };
+    if call.method != retry.method || (retry.method == "tools/call" && call.name != retry.tool) {
+        return refuse("requestState belongs to another request");
+    }
+    let input_responses = retry
+        .body
+        .pointer("/params/inputResponses")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let (tx, mut rx) = mpsc::channel(STREAM_BUFFER);
+    let resume = parked::Resume {
+        downstream_id: retry.id.clone(),
+        session: Arc::clone(&session),
+        tx,
+        json_only: retry.json_only,
+        progress_token: retry.body.pointer("/params/_meta/progressToken").cloned(),
+        cancelled: retry.cancelled,
+        input_responses,
+    };
+    if call.resume.send(resume).is_err() {
+        return refuse("the call waiting for this input has ended");
+    }
+    if retry.json_only {
+        rx.recv()
+            .await
+            .map_or_else(|| Answer::cancelled(true), Answer::ok)
+    } else {
+        Answer::Stream(rx)
+    }
+}
+
 /// Relays a streamed reply: as an SSE answer, or (`json_only`) collected into its final
 /// response.
 async fn relay_reply(
@@ -408,10 +539,14 @@ async fn relay_reply(
     if call.json_only {
         // Only the final response (or the error that ends the call) is sent on `tx`;
         // nothing is sent when the client cancelled the call.
+        // Spawned, not joined: a call parked for its modern client's retry keeps relaying
+        // after the answer (an `input_required` result) went out. A client that goes away
+        // drops `rx`, which the relay sees as a cancellation.
         let (tx, mut rx) = mpsc::channel(1);
-        let relay = relay::run(call, stream, late, tx, deadline, cancel);
-        let (_, last) = tokio::join!(relay, rx.recv());
-        last.map_or_else(|| Answer::cancelled(true), Answer::ok)
+        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));
+        rx.recv()
+            .await
+            .map_or_else(|| Answer::cancelled(true), Answer::ok)
     } else {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));
@@ -420,7 +555,10 @@ async fn relay_reply(
 }
 
 /// Rewrites the message as the upstream sees it: upstream id and, if the client asked for
-/// progress, the upstream-side progress token. Nothing else changes, byte for byte.
+/// progress, the upstream-side progress token; and the `_meta` fields of the client's hop as
+/// the upstream's era wants them: removed for a legacy upstream (a modern client's), filled in
+/// from the client's session for a modern one (a legacy client's `initialize`; issue 13).
+/// Nothing else changes, byte for byte.
 fn rewrite(body: &mut WireMessage, call: &Call) {
     body.set_id(&json!(call.upstream_id));
     if call.progress_token.is_some() {
@@ -428,6 +566,15 @@ fn rewrite(body: &mut WireMessage, call: &Call) {
             &["params", "_meta", "progressToken"],
             &progress_token_for(call.upstream_id),
         );
+    }
+    match call.upstream.era() {
+        UpstreamEra::Legacy if call.session.is_modern() => era::strip_client_hop(body),
+        UpstreamEra::Legacy => {}
+        UpstreamEra::Modern => era::fill_meta(
+            body,
+            call.upstream.protocol_version(),
+            &call.session.client_hop(),
+        ),
     }
 }
 

@@ -38,6 +38,9 @@ pub const DRIFT_BLOCKED: i64 = -32013;
 /// `Mcp-Name`) is missing, malformed or differs from the body ("Streamable HTTP", "Server
 /// Validation").
 pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28 `MissingRequiredClientCapability`: the request lacks a client capability the
+/// server needs to serve it.
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28 `UnsupportedProtocolVersion`: the request names a protocol revision the proxy
 /// does not serve; `error.data` carries `supported` (the revisions it does serve) and
 /// `requested` ("Versioning", "Protocol Version Negotiation").

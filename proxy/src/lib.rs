@@ -16,6 +16,7 @@ pub mod lint;
 pub mod metrics;
 pub mod outcome;
 pub mod per_client;
+pub mod revision;
 pub mod server;
 pub mod server_request;
 pub mod sessions;

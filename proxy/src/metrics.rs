@@ -72,6 +72,14 @@ pub struct Metrics {
     /// `berth_proxy_server_requests_total{result}`: server-to-client requests `relayed` to a
     /// client or `refused` (no client with the capability, or no single owner).
     pub server_requests: IntCounterVec,
+    /// `berth_proxy_bridged_server_requests_total{direction,result}`: server-to-client requests
+    /// carried across the eras (MRTR, issue 13). `direction`: `to_legacy_client` (an input
+    /// request of a modern upstream's `input_required` result, asked of a legacy client as a
+    /// server request) or `to_modern_client` (a legacy upstream's server request, returned to
+    /// a modern client as an `input_required` result). `result`: `asked`, `answered`,
+    /// `refused` (the client cannot be asked: no capability, no stream) or `unanswered`
+    /// (the call ended first).
+    pub bridged_server_requests: IntCounterVec,
     /// `berth_proxy_server_messages_dropped_total`: server notifications a client could not
     /// receive: its standalone stream was closed or full, or (on a call's stream) the client's
     /// `Accept` names only JSON.
@@ -224,6 +232,14 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        let bridged_server_requests = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_bridged_server_requests_total",
+                "server-to-client requests carried across protocol eras (MRTR), by direction and result",
+            ),
+            &["direction", "result"],
+        )
+        .expect("valid metric");
         let server_messages_dropped = IntCounter::new(
             "berth_proxy_server_messages_dropped_total",
             "server notifications a client could not receive: its standalone stream was closed or full, or the call's client accepts only JSON",
@@ -303,6 +319,7 @@ impl Metrics {
             Box::new(tools_drifted.clone()),
             Box::new(tools_missing.clone()),
             Box::new(server_requests.clone()),
+            Box::new(bridged_server_requests.clone()),
             Box::new(server_messages_dropped.clone()),
             Box::new(standalone_responses.clone()),
             Box::new(client_notifications_failed.clone()),
@@ -329,6 +346,11 @@ impl Metrics {
         for result in ["routed", "unmatched"] {
             standalone_responses.with_label_values(&[result]);
         }
+        for direction in ["to_legacy_client", "to_modern_client"] {
+            for result in ["asked", "answered", "refused", "unanswered"] {
+                bridged_server_requests.with_label_values(&[direction, result]);
+            }
+        }
         for result in ["relayed", "refused"] {
             server_requests.with_label_values(&[result]);
         }
@@ -351,6 +373,7 @@ impl Metrics {
             tools_drifted,
             tools_missing,
             server_requests,
+            bridged_server_requests,
             server_messages_dropped,
             standalone_responses,
             client_notifications_failed,

@@ -66,6 +66,9 @@ pub struct Proxy {
     pub sessions: Sessions,
     /// Resource subscriptions per client.
     pub subscriptions: Subscriptions,
+    /// Calls parked on a legacy upstream's server request until their modern client retries
+    /// (MRTR bridging, issue 13).
+    pub parked: crate::forward::parked::ParkedCalls,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.
@@ -251,6 +254,7 @@ pub async fn start_on(
         upstream,
         sessions,
         subscriptions: Subscriptions::default(),
+        parked: Default::default(),
         metrics,
         call_budget,
         max_call,

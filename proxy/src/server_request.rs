@@ -33,7 +33,7 @@ pub fn register(
         );
         return None;
     }
-    let id = client.relay_server_request(ServerRequest {
+    let id = client.relay_server_request(ServerRequest::Upstream {
         upstream: Arc::clone(upstream),
         upstream_id,
     });
@@ -60,10 +60,12 @@ pub fn push_standalone(
     let client_id = message["id"].clone();
     if client.push_standalone(message) {
         delivered(metrics);
-    } else if let Some(pending) = client.take_server_request(&client_id) {
+    } else if let Some(ServerRequest::Upstream { upstream_id, .. }) =
+        client.take_server_request(&client_id)
+    {
         refuse(
             upstream,
-            pending.upstream_id,
+            upstream_id,
             metrics,
             "the client has no open stream",
         );

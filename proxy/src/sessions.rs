@@ -33,6 +33,11 @@ pub struct DownstreamSession {
     id: String,
     protocol_version: String,
     client_capabilities: Value,
+    /// The `clientInfo` of the client's `initialize` (set once, after the session is created).
+    client_info: std::sync::OnceLock<Value>,
+    /// The level the client set with `logging/setLevel`, for a modern upstream that takes it
+    /// per request.
+    log_level: Mutex<Option<String>>,
     last_seen: Mutex<Instant>,
     in_flight: Mutex<HashMap<String, InFlight>>,
     server_requests: Mutex<HashMap<String, ServerRequest>>,
@@ -65,12 +70,19 @@ impl Drop for DownstreamSession {
 }
 
 /// A server-to-client request relayed to this client and awaiting its answer.
-#[derive(Clone, Debug)]
-pub struct ServerRequest {
-    /// The upstream session that asked.
-    pub upstream: std::sync::Arc<UpstreamSession>,
-    /// The id the upstream used; the client's answer goes back under it.
-    pub upstream_id: Value,
+#[derive(Debug)]
+pub enum ServerRequest {
+    /// A legacy upstream's request: the client's answer goes back to it.
+    Upstream {
+        /// The upstream session that asked.
+        upstream: std::sync::Arc<UpstreamSession>,
+        /// The id the upstream used; the client's answer goes back under it.
+        upstream_id: Value,
+    },
+    /// One input request of a modern upstream's `input_required` result, asked of a legacy
+    /// client as a server request: the client's answer goes to the call that waits for it
+    /// (MRTR bridging, issue 13).
+    Input(tokio::sync::oneshot::Sender<WireMessage>),
 }
 
 /// A request the session has in flight upstream.
@@ -118,7 +130,7 @@ impl DownstreamSession {
 
     /// Whether this is a modern (MCP 2026-07-28) client's request-scoped session.
     pub fn is_modern(&self) -> bool {
-        crate::front::era::MODERN_VERSIONS.contains(&self.protocol_version.as_str())
+        crate::revision::is_modern_version(&self.protocol_version)
     }
 
     /// The session's own upstream session (`PerClient` strategy); `None` with `Shared`.
@@ -129,6 +141,36 @@ impl DownstreamSession {
     /// The `capabilities` the client declared in its `initialize`.
     pub fn client_capabilities(&self) -> &Value {
         &self.client_capabilities
+    }
+
+    /// Records the `clientInfo` of the client's `initialize` (the first value wins).
+    pub fn set_client_info(&self, info: Value) {
+        let _ = self.client_info.set(info);
+    }
+
+    /// Records the level a legacy client set with `logging/setLevel`.
+    pub fn set_log_level(&self, level: &str) {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(level.to_owned());
+    }
+
+    /// The client's hop as a modern upstream is told it on each of the client's requests:
+    /// its capabilities, `clientInfo` and log level (MCP 2026-07-28, "Per-request protocol
+    /// fields"; issue 13).
+    pub fn client_hop(&self) -> crate::upstream::era::ClientHop {
+        let capabilities = if self.is_modern() {
+            self.client_capabilities.clone()
+        } else {
+            crate::upstream::era::modern_capabilities(&self.client_capabilities)
+        };
+        crate::upstream::era::ClientHop {
+            capabilities,
+            info: self.client_info.get().cloned().unwrap_or_default(),
+            log_level: self
+                .log_level
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+        }
     }
 
     /// Whether the client declared the capability a server request `method` needs:
@@ -332,6 +374,8 @@ impl Sessions {
             id,
             protocol_version: protocol_version.to_owned(),
             client_capabilities,
+            client_info: std::sync::OnceLock::new(),
+            log_level: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
             in_flight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),

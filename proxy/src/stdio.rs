@@ -66,6 +66,7 @@ pub struct StdioEndpoint {
     live: watch::Sender<usize>,
     exits: watch::Sender<u64>,
     next_label: AtomicU64,
+    era: crate::upstream::era::EraCache,
 }
 
 impl std::fmt::Display for StdioEndpoint {
@@ -97,7 +98,13 @@ impl StdioEndpoint {
             live: watch::channel(0).0,
             exits: watch::channel(0).0,
             next_label: AtomicU64::new(1),
+            era: crate::upstream::era::EraCache::default(),
         }
+    }
+
+    /// The protocol era its children were last found to speak.
+    pub fn era(&self) -> &crate::upstream::era::EraCache {
+        &self.era
     }
 
     /// The stdio metrics.

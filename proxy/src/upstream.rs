@@ -7,6 +7,7 @@
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
 pub mod endpoint;
+pub mod era;
 mod error;
 pub mod http;
 pub mod late_response;

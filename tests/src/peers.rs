@@ -88,6 +88,19 @@ pub async fn python_server() -> Peer {
     serve_on_free_port(command, "the Python MCP server").await
 }
 
+/// As [`python_server`], with `MODERN_ONLY=1`: the server speaks only MCP 2026-07-28 and
+/// refuses `initialize` (and every legacy request) with 400 and -32022, as a server without the
+/// legacy revisions would.
+///
+/// # Panics
+/// As [`python_server`].
+pub async fn python_server_modern_only() -> Peer {
+    let script = repo_root().join("tests/peers/python/server.py");
+    let mut command = Command::new(python_interpreter());
+    command.arg(&script).env("MODERN_ONLY", "1");
+    serve_on_free_port(command, "the modern-only Python MCP server").await
+}
+
 /// The Python interpreter of the peer venv (`BERTH_PYTHON`, else the path
 /// `tests/peers/python/install.sh` recorded under the cache directory).
 ///

@@ -3,7 +3,7 @@
 //!
 //! The clients are the Python SDK's (mcp 2.x, `tests/peers/clients/modern_sdk.py`) in its
 //! modern-only and auto modes; the upstreams are the Node reference server over HTTP, the
-//! fault fixture (to see what reached the upstream byte for byte) and a Python stdio server.
+//! fault fixture (to see what reached the upstream byte for byte) and the Node reference server over stdio.
 
 use berth_crds::SessionStrategy;
 use berth_tests::fault::{Capabilities, FaultUpstream};
@@ -357,14 +357,20 @@ async fn modern_per_client_request_gets_its_own_upstream_session_ended_after_it(
     proxy.shutdown().await;
 }
 
-/// A stdio upstream (the Python SDK's stdio server, legacy) behind modern clients, `Shared`
-/// and `PerClient`.
+/// A legacy-only stdio upstream (the Node reference server in stdio mode) behind modern
+/// clients, `Shared` and `PerClient`.
 #[tokio::test]
 async fn modern_client_uses_a_legacy_stdio_upstream_shared_and_per_client() {
     let python = peers::python_interpreter();
-    let server = berth_tests::repo_root().join("tests/peers/python/stdio_server.py");
+    let server = berth_tests::repo_root().join(
+        "tests/peers/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
     for strategy in [SessionStrategy::Shared, SessionStrategy::PerClient] {
-        let command = vec![python.display().to_string(), server.display().to_string()];
+        let command = vec![
+            "node".to_owned(),
+            server.display().to_string(),
+            "stdio".to_owned(),
+        ];
         let proxy = stdio::start(&stdio::config(command, strategy), &[]).await;
         let report = run_client(&python, "modern_sdk.py", &[&mcp_url(&proxy), MODERN]).await;
         assert_eq!(

@@ -469,27 +469,27 @@ async fn br_13_b_and_br_34_child_exiting_at_start_fails_fast_backs_off_and_gives
         sample(&metrics, "berth_proxy_stdio_restarts_total") >= 3.0,
         "{metrics}"
     );
-    // Respawns back off: at least the 200 ms minimum between the supervisor's spawns.
-    let mut starts = marker.starts();
-    assert_eq!(
-        starts.len(),
-        5,
-        "4 supervisor children and the client's: {starts:?}"
+    // Each handshake whose child ends on the era probe (`server/discover`) starts a fresh one
+    // for `initialize` (a legacy server that mishandles the probe still gets its handshake,
+    // issue 13): the supervisor's first attempt, and the client's when it came before the era
+    // was known. Later attempts know the upstream is legacy and start one child each.
+    let starts = marker.starts();
+    assert!(
+        (6..=7).contains(&starts.len()),
+        "4 supervisor attempts (the first with the probe's child) and the client's one or two: {starts:?}"
     );
-    // Leave out the client's own child (the start nearest to its initialize).
-    let nearest = (0..starts.len())
-        .min_by(|a, b| {
-            (starts[*a] - client_spawn)
-                .abs()
-                .total_cmp(&(starts[*b] - client_spawn).abs())
-        })
-        .expect("starts");
-    // The client got its error within 1 s of its child starting (it exits 50 ms later); the
-    // interpreter's own start-up on this loaded machine is not the proxy's latency.
-    let client_start = starts.remove(nearest);
-    assert!(answered - client_start < 1.0, "{}", answered - client_start);
-    let gaps: Vec<f64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
-    assert!(gaps.iter().all(|gap| *gap >= 0.19), "{gaps:?}");
+    // The client got its error within 2 s of asking (its children exit 50 ms after starting;
+    // two interpreter start-ups on this loaded machine are not the proxy's latency), far
+    // inside timeouts.connect.
+    assert!(answered - client_spawn < 2.0, "{}", answered - client_spawn);
+    // Respawns back off: at least the 200 ms minimum between the supervisor's last attempts,
+    // which come after the client's session failed.
+    let last: Vec<f64> = starts[starts.len() - 3..].to_vec();
+    let gaps: Vec<f64> = last.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|gap| *gap >= 0.19),
+        "{gaps:?} of {starts:?}"
+    );
     proxy.wait().await;
 }
 

@@ -1,5 +1,6 @@
 //! A client's answer to a server request the proxy relayed (sampling, elicitation, roots): checked,
-//! then sent upstream under the upstream's original id (field case BR-27).
+//! then sent upstream under the upstream's original id (field case BR-27), or, for an input
+//! request of a modern upstream's `input_required` result, handed to the call that asked.
 //!
 //! Only a well-formed answer reaches the upstream (issue 12, item 8): a usable id (a string or
 //! an integer; the proxy's own server-request ids are strings), and exactly one of a `result`
@@ -17,7 +18,7 @@ use super::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::server::Proxy;
-use crate::sessions::DownstreamSession;
+use crate::sessions::{DownstreamSession, ServerRequest};
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
 /// it; 202 once it was handed on.
@@ -51,8 +52,19 @@ pub(super) async fn relay(
             "no server request is pending with this id",
         );
     };
-    body.set_id(&pending.upstream_id);
-    let sent = tokio::time::timeout(proxy.connect_budget, pending.upstream.send(&body)).await;
+    let (upstream, upstream_id) = match pending {
+        ServerRequest::Upstream {
+            upstream,
+            upstream_id,
+        } => (upstream, upstream_id),
+        ServerRequest::Input(waiting) => {
+            // The call that bridges a modern upstream's input request takes it from here.
+            let _ = waiting.send(body);
+            return Answer::Accepted;
+        }
+    };
+    body.set_id(&upstream_id);
+    let sent = tokio::time::timeout(proxy.connect_budget, upstream.send(&body)).await;
     if !matches!(sent, Ok(Ok(_))) {
         tracing::warn!(
             mcp.session_id = session.id(),

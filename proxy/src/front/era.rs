@@ -9,29 +9,12 @@ use serde_json::{Value, json};
 
 use crate::answer::Answer;
 use crate::jsonrpc::{self, Message};
-use crate::upstream::session::HANDSHAKE_VERSIONS;
+use crate::revision::HANDSHAKE_VERSIONS;
 
-/// The modern revisions the proxy serves, newest first.
-pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
-
-/// `params._meta` key of a modern request's protocol version (MCP 2026-07-28, "Per-request
-/// protocol fields"; required).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-/// `params._meta` key of a modern request's client capabilities (required).
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// `params._meta` key of a modern request's client name and version (optional).
-pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-/// `params._meta` key of the lowest log level a modern request wants (optional).
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-/// `result._meta` key naming the server (MCP 2026-07-28, "Per-response protocol fields").
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
-
-/// Every revision the proxy serves, newest first: the modern ones, then those with a handshake.
-pub fn supported_versions() -> Vec<&'static str> {
-    let mut versions = MODERN_VERSIONS.to_vec();
-    versions.extend(HANDSHAKE_VERSIONS.iter().rev());
-    versions
-}
+pub use crate::revision::{
+    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
+    META_SERVER_INFO, MODERN_VERSIONS, supported_versions,
+};
 
 /// Whether a request that names no live session is in the modern form: its `params._meta`
 /// carries a protocol version, or it is `server/discover`, or its `MCP-Protocol-Version` names a

@@ -14,9 +14,9 @@ use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
+use crate::revision::HANDSHAKE_VERSIONS;
 use crate::server::Proxy;
 use crate::upstream::Unavailable;
-use crate::upstream::session::HANDSHAKE_VERSIONS;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
 ///
@@ -43,6 +43,7 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
         .get("protocolVersion")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let client_info = params.get("clientInfo").cloned();
     let client_capabilities = params
         .get("capabilities")
         .cloned()
@@ -83,7 +84,7 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
             }
         }
     };
-    let version = negotiate(requested.as_deref(), upstream.protocol_version());
+    let version = negotiate(requested.as_deref(), handshake_ceiling(&upstream));
     let mut result = upstream.initialize_result().clone();
     result["protocolVersion"] = json!(version);
     if dedicated.is_none() {
@@ -92,6 +93,9 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
     let session = proxy
         .sessions
         .create(version, client_capabilities, dedicated);
+    if let Some(info) = client_info {
+        session.set_client_info(info);
+    }
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
     }
@@ -109,6 +113,15 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
         status: StatusCode::OK,
         body: json!({ "jsonrpc": "2.0", "id": id, "result": result }).into(),
         session: Some(session.id().to_owned()),
+    }
+}
+
+/// The newest legacy revision a client may be answered with: the legacy upstream session's
+/// own, or for a modern upstream (which has no handshake) the newest the proxy serves.
+fn handshake_ceiling(upstream: &crate::upstream::UpstreamSession) -> &str {
+    match upstream.era() {
+        crate::upstream::era::UpstreamEra::Legacy => upstream.protocol_version(),
+        crate::upstream::era::UpstreamEra::Modern => crate::revision::REQUESTED_VERSION,
     }
 }
 

@@ -85,7 +85,7 @@ async fn request(
     version: &str,
     id: Value,
     method: String,
-    mut body: WireMessage,
+    body: WireMessage,
     json_only: bool,
 ) -> Answer {
     let meta = body.pointer("/params/_meta").cloned().unwrap_or_default();
@@ -118,7 +118,6 @@ async fn request(
     }
     let server_info = server_info(proxy, &session);
     let wants_logs = meta.get(META_LOG_LEVEL).is_some();
-    bridge::strip_client_hop(&mut body);
     let answer = crate::forward::request(
         Arc::clone(proxy),
         Arc::clone(&session),

@@ -17,6 +17,14 @@ pub enum Endpoint {
 }
 
 impl Endpoint {
+    /// The protocol era the upstream was last found to speak ([`super::era`]).
+    pub fn era(&self) -> &super::era::EraCache {
+        match self {
+            Self::Http(http) => http.era(),
+            Self::Stdio(stdio) => stdio.era(),
+        }
+    }
+
     /// The stdio endpoint, if this is one.
     pub fn stdio(&self) -> Option<&Arc<StdioEndpoint>> {
         match self {

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use serde_json::Value;
 use sse_stream::SseByteStream;
 
 use super::UpstreamError;
@@ -18,6 +19,10 @@ use crate::jsonrpc::WireMessage;
 pub const SESSION_HEADER: &str = "mcp-session-id";
 /// Header carrying the negotiated protocol version on every request after `initialize`.
 pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+/// Header mirroring a modern request's `method` (MCP 2026-07-28, SEP-2243).
+pub const METHOD_HEADER: &str = "mcp-method";
+/// Header mirroring a modern request's `params.name` or `params.uri` (SEP-2243).
+pub const NAME_HEADER: &str = "mcp-name";
 /// Most bytes of an upstream error body kept for logs and client messages.
 pub const ERROR_BODY_LIMIT: usize = 512;
 
@@ -36,6 +41,7 @@ pub enum Reply {
 pub struct HttpUpstream {
     client: reqwest::Client,
     url: reqwest::Url,
+    era: std::sync::Arc<super::era::EraCache>,
 }
 
 /// Shows the URL as [`HttpUpstream::shown_url`] does.
@@ -92,7 +98,16 @@ impl HttpUpstream {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
-        Ok(Self { client, url })
+        Ok(Self {
+            client,
+            url,
+            era: std::sync::Arc::default(),
+        })
+    }
+
+    /// The protocol era the upstream was last found to speak (shared by clones).
+    pub fn era(&self) -> &super::era::EraCache {
+        &self.era
     }
 
     /// The endpoint URL.
@@ -129,10 +144,53 @@ impl HttpUpstream {
         session: Option<&str>,
         protocol_version: Option<&str>,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
+        self.post_with(message, session, headers(protocol_version))
+            .await
+    }
+
+    /// POSTs one JSON-RPC request to a modern (MCP 2026-07-28) upstream: no session, and the
+    /// headers that mirror the body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`;
+    /// "Streamable HTTP", "Request Metadata").
+    ///
+    /// # Errors
+    /// As [`Self::post`] (never [`UpstreamError::SessionLost`]: there is no session).
+    pub async fn post_modern(
+        &self,
+        message: &WireMessage,
+        protocol_version: &str,
+    ) -> Result<Reply, UpstreamError> {
+        let mut headers = headers(Some(protocol_version));
+        let method = message.get("method").and_then(Value::as_str);
+        if let Some(value) = method.and_then(|m| HeaderValue::from_str(m).ok()) {
+            headers.insert(METHOD_HEADER, value);
+        }
+        let target = method
+            .and_then(|m| crate::revision::named_target(m, message.get("params")))
+            .flatten();
+        if let Some(value) =
+            target.and_then(|name| HeaderValue::from_str(&crate::revision::header_value(name)).ok())
+        {
+            headers.insert(NAME_HEADER, value);
+        }
+        self.post_with(message, None, headers)
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    async fn post_with(
+        &self,
+        message: &WireMessage,
+        session: Option<&str>,
+        headers: HeaderMap,
+    ) -> Result<(Reply, Option<String>), UpstreamError> {
+        let protocol_version = headers
+            .get(PROTOCOL_VERSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let mut request = self
             .client
             .post(self.url.clone())
-            .headers(headers(protocol_version))
+            .headers(headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
             .body(message.text().to_owned());
@@ -174,7 +232,7 @@ impl HttpUpstream {
             let stream = super::resume::call_stream(
                 self.clone(),
                 session.map(str::to_owned),
-                protocol_version.map(str::to_owned),
+                protocol_version,
                 response,
             );
             Ok((Reply::Stream(stream), session_id))

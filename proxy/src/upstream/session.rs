@@ -1,10 +1,14 @@
-//! One upstream MCP session: its handshake, its id, and request-id allocation.
+//! One upstream MCP session: its handshake, its id, and request-id allocation. A modern
+//! (MCP 2026-07-28) upstream has no session; its "session" is the proxy's link to it (a stdio
+//! child, or the HTTP endpoint) with the `DiscoverResult` in place of the handshake's.
 //!
-//! Source: MCP 2025-06-18, "Lifecycle" (initialize, then `notifications/initialized`) and
-//! "Transports: Streamable HTTP / Session Management".
+//! Sources: MCP 2025-06-18, "Lifecycle" (initialize, then `notifications/initialized`) and
+//! "Transports: Streamable HTTP / Session Management"; MCP 2026-07-28 "Versioning" and
+//! "Discovery".
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -12,16 +16,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::UpstreamError;
 use super::endpoint::Endpoint;
+use super::era::{ClientHop, Probe, UpstreamEra, classify, fill_meta, has_place_on_modern_wire};
 use super::http::{HttpUpstream, Reply};
 use super::late_response::{LateResponse, LateResponses};
 use crate::jsonrpc::WireMessage;
 use crate::stdio::Connection;
 
-/// Protocol revisions that have an `initialize` handshake, oldest first.
-pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-/// The revision the proxy asks the upstream for: the newest with an `initialize` handshake.
-pub const REQUESTED_VERSION: &str = "2025-11-25";
+pub use crate::revision::{HANDSHAKE_VERSIONS, REQUESTED_VERSION};
+use crate::revision::{META_SERVER_INFO, MODERN_VERSIONS};
 
 /// The transport under one upstream session.
 #[derive(Debug)]
@@ -36,8 +38,12 @@ pub enum Link {
 #[derive(Debug)]
 pub struct UpstreamSession {
     link: Link,
+    era: UpstreamEra,
     protocol_version: String,
     initialize_result: Value,
+    /// Modern: the hop the proxy's own requests declare (the `PerClient` client's, or the
+    /// proxy's).
+    hop: ClientHop,
     next_request_id: AtomicU64,
     lost: CancellationToken,
     reported: AtomicBool,
@@ -46,16 +52,22 @@ pub struct UpstreamSession {
 }
 
 impl UpstreamSession {
-    /// Runs the MCP handshake: `initialize` without a session header, then
-    /// `notifications/initialized` on the new session. The session exists only once both
-    /// succeeded, so no caller can see a half-initialized session.
+    /// Opens an upstream session in the era the upstream speaks ([`super::era`]). Unless the
+    /// endpoint is known to be legacy, a `server/discover` probe comes first: a modern
+    /// upstream's `DiscoverResult` makes a modern session (no handshake, no session id); any
+    /// other answer, or silence for [`STDIO_PROBE_WAIT`] on stdio, falls back to the `initialize`
+    /// handshake, on a fresh child when the probe ended the old one, so a legacy server that
+    /// mishandles the probe still gets its `initialize` (issue 13). The era found is cached on
+    /// the endpoint.
     ///
-    /// `params` are the `initialize` params to send; `None` sends the proxy's own
-    /// ([`proxy_initialize_params`]).
+    /// `params` are the `initialize` params to send (a `PerClient` client's own); `None` sends
+    /// the proxy's ([`proxy_initialize_params`]). A modern upstream is told their
+    /// `capabilities` and `clientInfo` on the proxy's own requests.
     ///
     /// # Errors
     /// Any [`UpstreamError`] from either step; [`UpstreamError::Handshake`] when the upstream
-    /// answers with an error or a protocol revision without a handshake.
+    /// answers `initialize` with an error or a revision without a handshake, or speaks only
+    /// modern revisions the proxy does not.
     ///
     /// # Cancellation
     /// Applies no timeout itself; callers wrap it in the connect budget. Dropping it abandons
@@ -65,6 +77,64 @@ impl UpstreamSession {
         params: Option<Value>,
     ) -> Result<Self, UpstreamError> {
         let params = params.unwrap_or_else(proxy_initialize_params);
+        if endpoint.era().get() == Some(UpstreamEra::Legacy) {
+            let session = Self::initialize(endpoint, None, &params).await;
+            if let Err(UpstreamError::Handshake(_)) = &session {
+                // The cached era may be stale (the server changed): the next attempt probes.
+                endpoint.era().forget();
+            }
+            return session;
+        }
+        let hop = hop_of(&params);
+        let (probe, connection) = match endpoint {
+            Endpoint::Http(http) => (probe_http(http, &hop).await?, None),
+            Endpoint::Stdio(stdio) => {
+                let connection = Arc::new(stdio.open().await?);
+                let probe = probe_stdio(&connection, &hop).await;
+                let alive = !connection.ended().is_cancelled();
+                (probe, alive.then_some(connection))
+            }
+        };
+        match probe {
+            Probe::Modern { version, result } => {
+                endpoint.era().set(UpstreamEra::Modern);
+                let link = match (endpoint, connection) {
+                    (Endpoint::Http(http), _) => Link::Http(http.clone(), None),
+                    (Endpoint::Stdio(_), Some(connection)) => Link::Stdio(connection),
+                    (Endpoint::Stdio(stdio), None) => Link::Stdio(Arc::new(stdio.open().await?)),
+                };
+                Self::modern(link, version, result, hop).await
+            }
+            Probe::ModernWithoutCommonVersion {
+                legacy_offered: false,
+                supported,
+            } => Err(UpstreamError::Handshake(format!(
+                "upstream speaks only MCP revisions {supported:?}; the proxy speaks {:?}",
+                crate::revision::supported_versions()
+            ))),
+            Probe::ModernWithoutCommonVersion { .. } => {
+                // A dual-era server without the proxy's modern revision: its legacy side, on
+                // a fresh child (a stdio server may hold to the era its first message chose).
+                endpoint.era().set(UpstreamEra::Legacy);
+                Self::initialize(endpoint, None, &params).await
+            }
+            Probe::Legacy => {
+                tracing::info!(upstream = %endpoint, restarted = connection.is_none() && endpoint.stdio().is_some(), "upstream speaks a legacy MCP revision: initialize");
+                endpoint.era().set(UpstreamEra::Legacy);
+                Self::initialize(endpoint, connection, &params).await
+            }
+        }
+    }
+
+    /// The legacy handshake: `initialize` without a session header, then
+    /// `notifications/initialized` on the new session. The session exists only once both
+    /// succeeded, so no caller can see a half-initialized session. A stdio `connection` still
+    /// alive after the era probe is used; otherwise a new child is started.
+    async fn initialize(
+        endpoint: &Endpoint,
+        connection: Option<Arc<Connection>>,
+        params: &Value,
+    ) -> Result<Self, UpstreamError> {
         let request: WireMessage =
             json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params }).into();
         let (reply, link) = match endpoint {
@@ -74,7 +144,10 @@ impl UpstreamSession {
             }
             Endpoint::Stdio(stdio) => {
                 // Dropping this future drops the connection, which stops the child.
-                let connection = Arc::new(stdio.open().await?);
+                let connection = match connection {
+                    Some(connection) => connection,
+                    None => Arc::new(stdio.open().await?),
+                };
                 let reply = stdio_reply(connection.send(&request).await?);
                 (reply, Link::Stdio(connection))
             }
@@ -99,23 +172,91 @@ impl UpstreamSession {
                 "upstream chose unsupported protocol version {protocol_version:?}"
             )));
         }
+        let session = Self::new(
+            link,
+            UpstreamEra::Legacy,
+            protocol_version,
+            result,
+            ClientHop::default(),
+        );
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        session.send(&initialized.into()).await?;
+        Ok(session)
+    }
+
+    /// A modern session over `link`: the upstream's `DiscoverResult` (asked for again when the
+    /// probe got a modern error instead) kept, and seen as an `initialize` result
+    /// (`capabilities`, `serverInfo`, `instructions`) by the rest of the proxy.
+    async fn modern(
+        link: Link,
+        version: &str,
+        discover: Value,
+        hop: ClientHop,
+    ) -> Result<Self, UpstreamError> {
+        let mut session = Self::new(
+            link,
+            UpstreamEra::Modern,
+            version.to_owned(),
+            Value::Null,
+            hop,
+        );
+        let discover = if discover.is_object() {
+            discover
+        } else {
+            let response = session.request("server/discover", json!({})).await?;
+            response.get("result").cloned().ok_or_else(|| {
+                UpstreamError::Handshake(format!(
+                    "server/discover failed: {}",
+                    response.get("error").cloned().unwrap_or_default()
+                ))
+            })?
+        };
+        let mut view = json!({
+            "protocolVersion": version,
+            "capabilities": discover.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+        });
+        if let Some(info) = discover
+            .pointer("/_meta")
+            .and_then(|m| m.get(META_SERVER_INFO))
+        {
+            view["serverInfo"] = info.clone();
+        }
+        if let Some(instructions) = discover.get("instructions") {
+            view["instructions"] = instructions.clone();
+        }
+        session.initialize_result = view;
+        tracing::debug!(protocol_version = version, "modern upstream discovered");
+        Ok(session)
+    }
+
+    fn new(
+        link: Link,
+        era: UpstreamEra,
+        protocol_version: String,
+        initialize_result: Value,
+        hop: ClientHop,
+    ) -> Self {
         let lost = match &link {
             Link::Stdio(connection) => connection.ended().child_token(),
             Link::Http(..) => CancellationToken::new(),
         };
-        let session = Self {
+        Self {
             link,
+            era,
             protocol_version,
-            initialize_result: result,
+            initialize_result,
+            hop,
             next_request_id: AtomicU64::new(1),
             lost,
             reported: AtomicBool::new(false),
             late_responses: Arc::default(),
             standalone_open: AtomicBool::new(false),
-        };
-        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-        session.send(&initialized.into()).await?;
-        Ok(session)
+        }
+    }
+
+    /// The era this session speaks.
+    pub fn era(&self) -> UpstreamEra {
+        self.era
     }
 
     /// Registers the request with upstream id `id` for a response on the standalone stream
@@ -162,7 +303,8 @@ impl UpstreamSession {
         &self.protocol_version
     }
 
-    /// The upstream's `InitializeResult` (capabilities, serverInfo, instructions).
+    /// The upstream's `InitializeResult` (capabilities, serverInfo, instructions); for a modern
+    /// upstream the same members taken from its `DiscoverResult`.
     pub fn initialize_result(&self) -> &Value {
         &self.initialize_result
     }
@@ -192,15 +334,29 @@ impl UpstreamSession {
         !self.reported.swap(true, Ordering::Relaxed)
     }
 
-    /// Sends one message on this session.
+    /// Sends one message on this session. A modern upstream gets requests only, with the
+    /// mirrored headers over HTTP; a message without a place on its wire (a notification over
+    /// HTTP, the handshake's notification, a response) is answered `Accepted` without being sent
+    /// ([`super::era::has_place_on_modern_wire`]).
     ///
     /// # Errors
     /// As [`HttpUpstream::post`]; a [`UpstreamError::SessionLost`] also marks the session lost.
     pub async fn send(&self, message: &WireMessage) -> Result<Reply, UpstreamError> {
         let http = match &self.link {
+            Link::Stdio(connection) => {
+                if self.era == UpstreamEra::Modern && !has_place_on_modern_wire(message, true) {
+                    return Ok(Reply::Accepted);
+                }
+                return connection.send(message).await.map(stdio_reply);
+            }
             Link::Http(http, _) => http,
-            Link::Stdio(connection) => return connection.send(message).await.map(stdio_reply),
         };
+        if self.era == UpstreamEra::Modern {
+            if !has_place_on_modern_wire(message, false) {
+                return Ok(Reply::Accepted);
+            }
+            return http.post_modern(message, &self.protocol_version).await;
+        }
         let result = http
             .post(message, self.id(), Some(&self.protocol_version))
             .await;
@@ -218,8 +374,12 @@ impl UpstreamSession {
     /// As [`Self::send`], plus [`UpstreamError::Malformed`] when no response arrives.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, UpstreamError> {
         let id = json!(self.next_request_id());
-        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        let reply = self.send(&message.into()).await?;
+        let mut message: WireMessage =
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).into();
+        if self.era == UpstreamEra::Modern {
+            fill_meta(&mut message, &self.protocol_version, &self.hop);
+        }
+        let reply = self.send(&message).await?;
         final_response(reply, &id).await
     }
 
@@ -257,6 +417,75 @@ impl UpstreamSession {
             Link::Http(_, None) => {}
             Link::Stdio(connection) => connection.close(),
         }
+    }
+}
+
+/// How long a stdio child may stay silent on the era probe before the proxy takes it for a
+/// legacy server and sends `initialize` (MCP 2026-07-28, "stdio", "Backward Compatibility":
+/// "does not respond within a reasonable timeout"). Paid once per endpoint, not per child:
+/// the era is cached.
+pub const STDIO_PROBE_WAIT: Duration = Duration::from_secs(3);
+
+/// The era probe's request: `server/discover` under id 0 with the modern `_meta` for `hop`.
+fn probe_request(hop: &ClientHop) -> WireMessage {
+    let mut request: WireMessage =
+        json!({ "jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {} }).into();
+    fill_meta(&mut request, MODERN_VERSIONS[0], hop);
+    request
+}
+
+/// Probes an HTTP upstream ("Streamable HTTP", "Backward Compatibility"): a 4xx whose body is
+/// not a recognized modern error, or a reply without a response, means legacy.
+///
+/// # Errors
+/// An upstream that cannot be reached or answers 5xx: neither era can be told, the handshake
+/// fails and is retried.
+async fn probe_http(http: &HttpUpstream, hop: &ClientHop) -> Result<Probe, UpstreamError> {
+    match http
+        .post_modern(&probe_request(hop), MODERN_VERSIONS[0])
+        .await
+    {
+        Ok(reply) => match final_response(reply, &json!(0)).await {
+            Ok(response) => Ok(classify(Some(&response))),
+            Err(UpstreamError::Malformed(_)) => Ok(Probe::Legacy),
+            Err(error) => Err(error),
+        },
+        Err(UpstreamError::Status { status, body }) if (400..500).contains(&status) => {
+            let response = WireMessage::parse(body.as_bytes())
+                .ok()
+                .map(WireMessage::into_view);
+            Ok(classify(response.as_ref()))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Probes a stdio child ("stdio", "Backward Compatibility"): its answer is classified; a child
+/// that stays silent for [`STDIO_PROBE_WAIT`], answers out of shape, or ends is legacy.
+async fn probe_stdio(connection: &Connection, hop: &ClientHop) -> Probe {
+    let Ok(pending) = connection.send(&probe_request(hop)).await else {
+        return Probe::Legacy;
+    };
+    match tokio::time::timeout(
+        STDIO_PROBE_WAIT,
+        final_response(stdio_reply(pending), &json!(0)),
+    )
+    .await
+    {
+        Ok(Ok(response)) => classify(Some(&response)),
+        Ok(Err(_)) | Err(_) => Probe::Legacy,
+    }
+}
+
+/// The hop a modern upstream is told on the proxy's own requests: the capabilities and
+/// `clientInfo` of `initialize` params.
+fn hop_of(params: &Value) -> ClientHop {
+    ClientHop {
+        capabilities: super::era::modern_capabilities(
+            params.get("capabilities").unwrap_or(&Value::Null),
+        ),
+        info: params.get("clientInfo").cloned().unwrap_or_default(),
+        log_level: None,
     }
 }
 

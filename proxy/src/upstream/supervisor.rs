@@ -102,6 +102,13 @@ impl Upstream {
             }
             tracing::warn!(upstream = %self.endpoint, "upstream session lost; re-initializing");
             let stable = held_since.elapsed() >= QUICK_FAILURE_WINDOW;
+            if stable {
+                // The next session learns the era again: the server may have restarted as
+                // another version (MCP 2026-07-28, "Versioning": the era is cached for the
+                // server process). A failed handshake or a quick loss keeps what the probe
+                // found, so a crash-looping child is not probed (and started twice) each time.
+                self.endpoint.era().forget();
+            }
             if self.endpoint.stdio().is_none() {
                 // A session held for a while, or the first one in a row lost soon after its
                 // handshake, is re-initialized at once; a run of quick losses is an upstream
@@ -201,6 +208,7 @@ impl Upstream {
         tracing::info!(
             upstream = %self.endpoint,
             protocol_version = session.protocol_version(),
+            era = session.era().as_label(),
             "upstream session initialized"
         );
         self.current.send_replace(Some(Arc::clone(&session)));
@@ -258,11 +266,16 @@ impl Upstream {
         }
     }
 
-    /// Pings the upstream over `session` within the connect budget. A session the upstream
-    /// forgot, or an upstream that does not answer, is reported lost (`not_found` or
-    /// `unreachable`) and `false` returned.
+    /// Pings the upstream over `session` within the connect budget (`server/discover` for a
+    /// modern upstream, whose revision has no `ping`). A session the upstream forgot, or an
+    /// upstream that does not answer, is reported lost (`not_found` or `unreachable`) and
+    /// `false` returned.
     async fn is_reachable(&self, session: &Arc<UpstreamSession>) -> bool {
-        let ping = tokio::time::timeout(self.connect_budget, session.request("ping", json!({})));
+        let method = match session.era() {
+            super::era::UpstreamEra::Legacy => "ping",
+            super::era::UpstreamEra::Modern => "server/discover",
+        };
+        let ping = tokio::time::timeout(self.connect_budget, session.request(method, json!({})));
         let reason = match ping.await {
             Ok(Ok(_)) => return true,
             Ok(Err(UpstreamError::SessionLost)) => "not_found",

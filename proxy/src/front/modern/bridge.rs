@@ -1,26 +1,15 @@
-//! What differs between a modern (MCP 2026-07-28) client and a legacy upstream session, and how
-//! the proxy bridges it: the request loses the `_meta` fields that describe only the client's
-//! own hop; the reply gains what the modern revision requires of a result (`resultType`, cache
-//! hints, `serverInfo`) and the modern error code for a missing resource. Everything else is
-//! carried byte for byte (issue 12, item 6).
+//! What differs between a modern (MCP 2026-07-28) client and a legacy upstream session on the
+//! way back, and how the proxy bridges it: the reply gains what the modern revision requires of
+//! a result (`resultType`, cache hints, `serverInfo`) and the modern error code for a missing
+//! resource. A modern upstream's reply already has them and passes as it came. Everything else
+//! is carried byte for byte (issue 12, item 6). The request side (the client-hop `_meta`
+//! fields, removed for a legacy upstream, filled in for a modern one) is the call engine's, as
+//! it depends on the upstream that serves the call ([`crate::upstream::era`]).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::front::era::{
-    META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
-    META_SERVER_INFO,
-};
+use crate::front::era::META_SERVER_INFO;
 use crate::jsonrpc::{self, WireMessage};
-
-/// The `_meta` keys of a modern request that describe the client's hop to the proxy, not the
-/// request: removed before a legacy upstream sees it (its session already has a protocol
-/// version, client info and capabilities). Progress tokens, trace context and vendor keys stay.
-const CLIENT_HOP_KEYS: [&str; 4] = [
-    META_PROTOCOL_VERSION,
-    META_CLIENT_INFO,
-    META_CLIENT_CAPABILITIES,
-    META_LOG_LEVEL,
-];
 
 /// Methods whose results carry cache hints (MCP 2026-07-28, "Caching", "Cacheable Results").
 const CACHEABLE: [&str; 6] = [
@@ -34,23 +23,6 @@ const CACHEABLE: [&str; 6] = [
 
 /// The legacy "resource not found" code (MCP 2025-11-25); 2026-07-28 uses -32602.
 const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
-
-/// Removes the client-hop `_meta` keys from a modern request before it goes to a legacy
-/// upstream. Only `params._meta` is re-serialized, and only when it held one of them.
-pub fn strip_client_hop(body: &mut WireMessage) {
-    let Some(meta) = body.pointer("/params/_meta").and_then(Value::as_object) else {
-        return;
-    };
-    if !CLIENT_HOP_KEYS.iter().any(|key| meta.contains_key(*key)) {
-        return;
-    }
-    let kept: Map<String, Value> = meta
-        .iter()
-        .filter(|(key, _)| !CLIENT_HOP_KEYS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    body.set(&["params", "_meta"], &Value::Object(kept));
-}
 
 /// Shapes a legacy upstream's final response to a modern client's `method` request: a result
 /// gains `resultType: "complete"`, for cacheable methods `ttlMs: 0` and `cacheScope: "private"`
@@ -104,24 +76,6 @@ pub fn discover_result(initialize_result: &Value, supported: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn strip_client_hop_keeps_progress_token_trace_context_and_vendor_keys() {
-        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"n":12345678901234567890},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"},"progressToken":"p","traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01","com.example/x":1}}}"#;
-        let mut body = WireMessage::parse(text.as_bytes()).expect("parse");
-        strip_client_hop(&mut body);
-        let meta = body.pointer("/params/_meta").expect("meta kept");
-        assert_eq!(
-            meta,
-            &json!({"progressToken":"p","traceparent":"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01","com.example/x":1})
-        );
-        assert!(
-            body.text()
-                .contains(r#""arguments":{"n":12345678901234567890}"#),
-            "the rest is byte for byte: {}",
-            body.text()
-        );
-    }
 
     #[test]
     fn shape_response_adds_what_the_modern_revision_requires_and_replaces_nothing() {

@@ -135,6 +135,13 @@ fn server_request(proxy: &Proxy, message: WireMessage, upstream_id: Value, metho
 }
 
 fn resubscribe(proxy: &Proxy, session: &Arc<crate::upstream::UpstreamSession>) {
+    if session.era() == crate::upstream::era::UpstreamEra::Modern {
+        // The new session's listen stream carries them.
+        for uri in proxy.subscriptions.uris() {
+            session.set_listen_uri(&uri, true);
+        }
+        return;
+    }
     for uri in proxy.subscriptions.uris() {
         let message = json!({
             "jsonrpc": "2.0",

@@ -364,7 +364,8 @@ pub async fn request(
             .record(&method, None, outcome, started.elapsed(), era);
         return answer;
     }
-    if let Some(answer) = crate::subscriptions::local_answer(&proxy, &session, &id, &method, &body)
+    if let Some(answer) =
+        crate::subscriptions::local_answer(&proxy, &session, &upstream, &id, &method, &body)
     {
         session.finish(&id);
         proxy

@@ -107,6 +107,10 @@ impl Proxy {
                 .set(self.sessions.len() as i64);
             for uri in self.subscriptions.remove_session(id) {
                 if let Some(upstream) = self.upstream.current() {
+                    if upstream.era() == crate::upstream::era::UpstreamEra::Modern {
+                        upstream.set_listen_uri(&uri, false);
+                        continue;
+                    }
                     let message = serde_json::json!({
                         "jsonrpc": "2.0",
                         "id": upstream.next_request_id(),

@@ -14,27 +14,54 @@ use serde_json::{Value, json};
 use crate::answer::Answer;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::upstream::UpstreamSession;
+use crate::upstream::era::UpstreamEra;
 
 /// Answers `resources/subscribe` / `resources/unsubscribe` locally when the upstream's
 /// subscription set does not change (another client already subscribed, or still is); `None`
-/// when the request must go upstream.
+/// when the request must go upstream. A modern upstream (MCP 2026-07-28) has no
+/// `resources/subscribe`: the URI is added to (or removed from) the proxy's
+/// `subscriptions/listen` stream on `upstream`, and the request is always answered here.
 pub fn local_answer(
     proxy: &Proxy,
     session: &DownstreamSession,
+    upstream: &UpstreamSession,
     id: &Value,
     method: &str,
     body: &Value,
 ) -> Option<Answer> {
-    if session.dedicated().is_some() {
-        return None; // PerClient: the client's own upstream session holds its subscriptions.
-    }
-    let uri = body.get("params")?.get("uri")?.as_str()?;
-    let upstream_changes = match method {
-        "resources/subscribe" => proxy.subscriptions.add(uri, session.id()),
-        "resources/unsubscribe" => proxy.subscriptions.remove(uri, session.id()),
+    let subscribed = match method {
+        "resources/subscribe" => true,
+        "resources/unsubscribe" => false,
         _ => return None,
     };
-    (!upstream_changes).then(|| Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": {} })))
+    let uri = body.get("params")?.get("uri")?.as_str()?;
+    let modern = upstream.era() == UpstreamEra::Modern;
+    let empty = || {
+        Some(Answer::ok(
+            json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
+        ))
+    };
+    if session.dedicated().is_some() {
+        // PerClient: the client's own upstream session holds its subscriptions.
+        if modern {
+            upstream.set_listen_uri(uri, subscribed);
+            return empty();
+        }
+        return None;
+    }
+    let upstream_changes = if subscribed {
+        proxy.subscriptions.add(uri, session.id())
+    } else {
+        proxy.subscriptions.remove(uri, session.id())
+    };
+    if modern {
+        if upstream_changes {
+            upstream.set_listen_uri(uri, subscribed);
+        }
+        return empty();
+    }
+    if upstream_changes { None } else { empty() }
 }
 
 /// URI -> ids of the downstream sessions subscribed to it.

@@ -198,7 +198,7 @@ async fn input_required_for_a_client_that_cannot_be_asked_is_a_clear_error() {
 /// The Python SDK stdio server, both strategies: the proxy's probe finds it modern and the
 /// legacy client's calls go to it in the modern form (the SDK's stdio server holds to the era of
 /// its first message, so a call that arrived in the legacy form would be refused).
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_client_uses_a_modern_stdio_upstream_shared_and_per_client() {
     let python = peers::python_interpreter();
     let script = berth_tests::repo_root().join("tests/peers/python/stdio_server.py");
@@ -298,6 +298,57 @@ async fn retry_with_an_unknown_request_state_is_refused() {
         last["error"]["data"]["outcome"],
         json!("rejected"),
         "{reply:?}"
+    );
+    proxy.shutdown().await;
+}
+
+/// A legacy client's `resources/subscribe` over a modern upstream (which has none): the proxy
+/// holds a `subscriptions/listen` stream on the upstream with the subscribed URIs, and the
+/// upstream's `notifications/resources/updated` reaches the subscribed client's GET stream,
+/// and only that client's.
+#[tokio::test]
+async fn legacy_resource_subscription_rides_the_proxys_listen_stream_on_a_modern_upstream() {
+    let server = peers::python_server_modern_only().await;
+    let proxy = start_ready(&config(&server.url, "60s")).await;
+    let url = mcp_url(&proxy);
+    let subscriber = berth_tests::proxy::open_session(&url).await;
+    let bystander = berth_tests::proxy::open_session(&url).await;
+    let mut subscriber_stream = berth_tests::proxy::open_get_stream(&url, &subscriber).await;
+    let mut bystander_stream = berth_tests::proxy::open_get_stream(&url, &bystander).await;
+    let subscribe = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+        "params": {"uri": "berth://note"}});
+    let reply = berth_tests::proxy::post_raw(&url, Some(&subscriber), &subscribe.to_string()).await;
+    assert_eq!(reply.last()["result"], json!({}), "{reply:?}");
+    // The listen stream is re-opened with the URI; touch until the update arrives.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let update = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no resource update reached the subscriber"
+        );
+        let call = berth_tests::proxy::call(json!(3), "touch", json!({"uri": "berth://note"}));
+        let touched = berth_tests::proxy::post_raw(&url, Some(&subscriber), &call).await;
+        assert!(touched.last()["result"].is_object(), "{touched:?}");
+        let next = tokio::time::timeout(Duration::from_millis(500), subscriber_stream.recv()).await;
+        if let Ok(Some(message)) = next
+            && message["method"] == json!("notifications/resources/updated")
+        {
+            break message;
+        }
+    };
+    assert_eq!(update["params"]["uri"], json!("berth://note"));
+    let leaked = tokio::time::timeout(Duration::from_millis(500), async {
+        while let Some(message) = bystander_stream.recv().await {
+            if message["method"] == json!("notifications/resources/updated") {
+                return Some(message);
+            }
+        }
+        None
+    })
+    .await;
+    assert!(
+        !matches!(leaked, Ok(Some(_))),
+        "an unsubscribed client got the update: {leaked:?}"
     );
     proxy.shutdown().await;
 }

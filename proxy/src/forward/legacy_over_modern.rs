@@ -1,10 +1,9 @@
 //! A legacy client's requests that have no counterpart on a modern (MCP 2026-07-28) upstream's
 //! wire, answered by the proxy (issue 13): `ping` (the revision removed it; the proxy answers
-//! for its own hop), `logging/setLevel` (the revision takes the level per request, so the proxy
-//! keeps it and sends it as `_meta` `io.modelcontextprotocol/logLevel` on the client's later
-//! requests), and `resources/subscribe` / `resources/unsubscribe` (replaced by
-//! `subscriptions/listen`, not bridged yet: refused with -32601 naming why, never forwarded to
-//! an upstream that would answer them with an error of its own or not at all).
+//! for its own hop) and `logging/setLevel` (the revision takes the level per request, so the
+//! proxy keeps it and sends it as `_meta` `io.modelcontextprotocol/logLevel` on the client's
+//! later requests). `resources/subscribe` is bridged onto the proxy's `subscriptions/listen`
+//! stream (`crate::subscriptions`).
 
 use serde_json::{Value, json};
 
@@ -38,14 +37,6 @@ pub fn answer(session: &DownstreamSession, method: &str, body: &WireMessage) -> 
                 ),
             })
         }
-        "resources/subscribe" | "resources/unsubscribe" => Some(Local::Refused(
-            jsonrpc::METHOD_NOT_FOUND,
-            format!(
-                "{method} is not available: the upstream speaks MCP 2026-07-28, which replaced it \
-                 with subscriptions/listen, and the proxy does not bridge resource subscriptions \
-                 to it"
-            ),
-        )),
         _ => None,
     }
 }
@@ -56,7 +47,7 @@ mod tests {
     use crate::sessions::Sessions;
 
     #[test]
-    fn ping_and_set_level_are_answered_and_subscriptions_refused_clearly() {
+    fn ping_and_set_level_are_answered_here() {
         let sessions = Sessions::new(std::time::Duration::from_secs(60));
         let session = sessions.create("2025-06-18", json!({}), None);
         let ping: WireMessage = json!({"jsonrpc":"2.0","id":1,"method":"ping"}).into();
@@ -72,16 +63,6 @@ mod tests {
             Some(Local::Result(json!({})))
         );
         assert_eq!(session.client_hop().log_level.as_deref(), Some("debug"));
-        let subscribe: WireMessage =
-            json!({"jsonrpc":"2.0","id":3,"method":"resources/subscribe","params":{"uri":"a://b"}})
-                .into();
-        let Some(Local::Refused(code, message)) =
-            answer(&session, "resources/subscribe", &subscribe)
-        else {
-            panic!("refused");
-        };
-        assert_eq!(code, jsonrpc::METHOD_NOT_FOUND);
-        assert!(message.contains("subscriptions/listen"), "{message}");
         let call: WireMessage =
             json!({"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"echo"}}).into();
         assert_eq!(answer(&session, "tools/call", &call), None);

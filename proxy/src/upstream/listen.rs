@@ -3,6 +3,10 @@
 //!
 //! A broken or idle-closed stream is reopened with backoff, sending `Last-Event-ID` when the
 //! upstream sent event ids; a read timeout never ends the session by itself (field case BR-15).
+//! A modern upstream has no standalone stream: the proxy holds a `subscriptions/listen`
+//! request open instead ([`modern`]).
+
+mod modern;
 
 use std::sync::Arc;
 
@@ -32,6 +36,9 @@ pub async fn listen(
     stop: CancellationToken,
     sink: mpsc::Sender<WireMessage>,
 ) -> Ended {
+    if session.era() == super::era::UpstreamEra::Modern {
+        return modern::listen(session, stop, sink).await;
+    }
     let (http, id) = match session.link() {
         Link::Http(http, Some(id)) => (http.clone(), id.clone()),
         Link::Http(_, None) => return Ended::Stopped,

@@ -49,6 +49,9 @@ pub struct UpstreamSession {
     reported: AtomicBool,
     late_responses: Arc<LateResponses>,
     standalone_open: AtomicBool,
+    /// Modern: the resource URIs the proxy's `subscriptions/listen` stream on this upstream
+    /// asks for; the listener re-opens the stream when they change.
+    listen_uris: tokio::sync::watch::Sender<std::collections::BTreeSet<String>>,
 }
 
 impl UpstreamSession {
@@ -90,7 +93,19 @@ impl UpstreamSession {
             Endpoint::Http(http) => (probe_http(http, &hop).await?, None),
             Endpoint::Stdio(stdio) => {
                 let connection = Arc::new(stdio.open().await?);
-                let probe = probe_stdio(&connection, &hop).await;
+                // An upstream known to be modern is waited for within the connect budget (the
+                // caller's); an unknown one for `STDIO_PROBE_WAIT`.
+                let wait = match endpoint.era().get() {
+                    Some(UpstreamEra::Modern) => Duration::MAX,
+                    _ => STDIO_PROBE_WAIT,
+                };
+                let (probe, unanswered) = probe_stdio(&connection, &hop, wait).await;
+                if probe == Probe::Legacy && !connection.ended().is_cancelled() {
+                    return Self::initialize_after_silence(
+                        endpoint, connection, unanswered, &params, hop,
+                    )
+                    .await;
+                }
                 let alive = !connection.ended().is_cancelled();
                 (probe, alive.then_some(connection))
             }
@@ -123,6 +138,43 @@ impl UpstreamSession {
                 endpoint.era().set(UpstreamEra::Legacy);
                 Self::initialize(endpoint, connection, &params).await
             }
+        }
+    }
+
+    /// `initialize` on a stdio child that answered the probe in no way: a legacy server that
+    /// ignores unknown requests, or a modern one slow to start. If `initialize` fails and the
+    /// probe's answer arrives after all (within [`STDIO_PROBE_WAIT`] more) naming a modern
+    /// revision, the child is modern and gets a modern session.
+    async fn initialize_after_silence(
+        endpoint: &Endpoint,
+        connection: Arc<Connection>,
+        unanswered: Option<Unanswered>,
+        params: &Value,
+        hop: ClientHop,
+    ) -> Result<Self, UpstreamError> {
+        endpoint.era().set(UpstreamEra::Legacy);
+        let legacy = Self::initialize(endpoint, Some(Arc::clone(&connection)), params).await;
+        let (Err(error), Some(unanswered)) = (&legacy, unanswered) else {
+            return legacy;
+        };
+        let late = tokio::time::timeout(STDIO_PROBE_WAIT, unanswered).await;
+        let Ok(Ok(response)) = late else {
+            return legacy;
+        };
+        match classify(Some(&response)) {
+            Probe::Modern { version, result } if !connection.ended().is_cancelled() => {
+                tracing::info!(upstream = %endpoint, refused = %error, "stdio upstream answered the era probe late: modern");
+                endpoint.era().set(UpstreamEra::Modern);
+                Self::modern(Link::Stdio(connection), version, result, hop).await
+            }
+            Probe::Modern { .. } => {
+                // It ended on the `initialize` it was not meant to get: the next attempt knows
+                // it is modern and waits for its answer to the probe.
+                tracing::info!(upstream = %endpoint, "stdio upstream answered the era probe late and ended on initialize: modern");
+                endpoint.era().set(UpstreamEra::Modern);
+                legacy
+            }
+            _ => legacy,
         }
     }
 
@@ -251,12 +303,37 @@ impl UpstreamSession {
             reported: AtomicBool::new(false),
             late_responses: Arc::default(),
             standalone_open: AtomicBool::new(false),
+            listen_uris: tokio::sync::watch::channel(Default::default()).0,
         }
+    }
+
+    /// Follows the resource URIs a modern upstream's listen stream must carry.
+    pub fn watch_listen_uris(
+        &self,
+    ) -> tokio::sync::watch::Receiver<std::collections::BTreeSet<String>> {
+        self.listen_uris.subscribe()
+    }
+
+    /// Adds (`subscribed`) or removes a resource URI of a modern upstream's listen stream;
+    /// returns whether the set changed.
+    pub fn set_listen_uri(&self, uri: &str, subscribed: bool) -> bool {
+        self.listen_uris.send_if_modified(|uris| {
+            if subscribed {
+                uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri)
+            }
+        })
     }
 
     /// The era this session speaks.
     pub fn era(&self) -> UpstreamEra {
         self.era
+    }
+
+    /// Modern: the hop the proxy's own requests on this session declare.
+    pub fn hop(&self) -> &ClientHop {
+        &self.hop
     }
 
     /// Registers the request with upstream id `id` for a response on the standalone stream
@@ -420,11 +497,12 @@ impl UpstreamSession {
     }
 }
 
-/// How long a stdio child may stay silent on the era probe before the proxy takes it for a
-/// legacy server and sends `initialize` (MCP 2026-07-28, "stdio", "Backward Compatibility":
-/// "does not respond within a reasonable timeout"). Paid once per endpoint, not per child:
-/// the era is cached.
-pub const STDIO_PROBE_WAIT: Duration = Duration::from_secs(3);
+/// How long a stdio child of an upstream whose era is not known yet may stay silent on the era
+/// probe before the proxy takes it for a legacy server and sends `initialize` (MCP 2026-07-28,
+/// "stdio", "Backward Compatibility": "does not respond within a reasonable timeout"). Paid once
+/// per endpoint, not per child: the era is cached. A modern server slower to start is found by
+/// its late answer (`initialize_after_silence`).
+pub const STDIO_PROBE_WAIT: Duration = Duration::from_secs(5);
 
 /// The era probe's request: `server/discover` under id 0 with the modern `_meta` for `hop`.
 fn probe_request(hop: &ClientHop) -> WireMessage {
@@ -460,20 +538,32 @@ async fn probe_http(http: &HttpUpstream, hop: &ClientHop) -> Result<Probe, Upstr
     }
 }
 
+/// The probe's answer when it has not come yet.
+type Unanswered =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, UpstreamError>> + Send>>;
+
 /// Probes a stdio child ("stdio", "Backward Compatibility"): its answer is classified; a child
-/// that stays silent for [`STDIO_PROBE_WAIT`], answers out of shape, or ends is legacy.
-async fn probe_stdio(connection: &Connection, hop: &ClientHop) -> Probe {
+/// that stays silent for [`STDIO_PROBE_WAIT`], answers out of shape, or ends is legacy. A
+/// silent child's answer may still come (a server slow to start): it is returned unfinished.
+async fn probe_stdio(
+    connection: &Connection,
+    hop: &ClientHop,
+    wait: Duration,
+) -> (Probe, Option<Unanswered>) {
     let Ok(pending) = connection.send(&probe_request(hop)).await else {
-        return Probe::Legacy;
+        return (Probe::Legacy, None);
     };
-    match tokio::time::timeout(
-        STDIO_PROBE_WAIT,
-        final_response(stdio_reply(pending), &json!(0)),
-    )
-    .await
-    {
-        Ok(Ok(response)) => classify(Some(&response)),
-        Ok(Err(_)) | Err(_) => Probe::Legacy,
+    let mut answer: Unanswered =
+        Box::pin(async move { final_response(stdio_reply(pending), &json!(0)).await });
+    let answered = if wait == Duration::MAX {
+        Ok(answer.as_mut().await)
+    } else {
+        tokio::time::timeout(wait, &mut answer).await
+    };
+    match answered {
+        Ok(Ok(response)) => (classify(Some(&response)), None),
+        Ok(Err(_)) => (Probe::Legacy, None),
+        Err(_) => (Probe::Legacy, Some(answer)),
     }
 }
 

@@ -6,6 +6,8 @@ Tools:
   add(a, b)      -> a + b                             (readOnlyHint: true)
   fail(reason)   -> raises, so the SDK answers a result with isError: true (no annotations)
   slow(sec)      -> sleeps `sec` seconds, reporting progress three times (no annotations)
+  touch(uri)     -> announces notifications/resources/updated for `uri` on the MCP 2026-07-28
+                    subscriptions/listen streams that asked for it
   greet()        -> asks the client for a name (elicitation), then "Hello, <name>!": over a
                     legacy session as a server request mid-call, over MCP 2026-07-28 as an
                     `input_required` result the client answers on its retry (MRTR)
@@ -56,6 +58,19 @@ async def slow(sec: float, ctx: Context) -> str:
         await anyio.sleep(sec / 3)
         await ctx.report_progress(step, 3, f"step {step} of 3")
     return f"slept {sec}s"
+
+
+@server.resource("berth://note")
+def note() -> str:
+    """A resource clients may subscribe to; `touch` announces its updates."""
+    return "a note"
+
+
+@server.tool()
+async def touch(uri: str, ctx: Context) -> str:
+    """Announces that the resource `uri` was updated."""
+    await ctx.notify_resource_updated(uri)
+    return f"touched {uri}"
 
 
 class Name(BaseModel):

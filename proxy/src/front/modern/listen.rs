@@ -158,7 +158,8 @@ pub fn open(
 }
 
 /// Subscribes `uris` upstream for `session`: on its own upstream session (`PerClient`), or on
-/// the shared one when it is the first subscriber of a URI.
+/// the shared one when it is the first subscriber of a URI; `resources/subscribe` for a legacy
+/// upstream, the proxy's listen stream for a modern one.
 fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
     for uri in uris {
         let upstream = match session.dedicated() {
@@ -166,17 +167,29 @@ fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
             None if proxy.subscriptions.add(uri, session.id()) => proxy.upstream.current(),
             None => None,
         };
-        if let Some(upstream) = upstream {
-            let message = json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
-                "method": "resources/subscribe", "params": {"uri": uri}});
-            crate::forward::send_in_background(upstream, message);
+        let Some(upstream) = upstream else {
+            continue;
+        };
+        if upstream.era() == crate::upstream::era::UpstreamEra::Modern {
+            upstream.set_listen_uri(uri, true);
+            continue;
         }
+        let message = json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
+            "method": "resources/subscribe", "params": {"uri": uri}});
+        crate::forward::send_in_background(upstream, message);
     }
 }
 
-/// Adds the subscription id to the notification's `params._meta`.
+/// Adds the subscription id to the notification's `params._meta`, replacing the one a modern
+/// upstream put there for the proxy's own listen stream.
 fn tag(message: &mut WireMessage, id: &Value) {
     if message
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(SUBSCRIPTION_ID))
+        .is_some()
+    {
+        message.set(&["params", "_meta", SUBSCRIPTION_ID], id);
+    } else if message
         .pointer("/params/_meta")
         .is_some_and(Value::is_object)
     {

@@ -400,7 +400,10 @@ pub async fn request(
         rewrite(&mut body, &call);
         let sent = tokio::select! {
             () = in_flight.cancelled.cancelled() => None,
-            sent = tokio::time::timeout_at(deadline, call.upstream.send(&body)) => Some(sent),
+            sent = tokio::time::timeout_at(
+                deadline,
+                call.upstream.send_with(&body, call.session.param_headers()),
+            ) => Some(sent),
         };
         let reply = match sent {
             None => {
@@ -665,8 +668,15 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
             .filter(|message| message.get("error").is_some())
         {
             rpc_error.set_id(&call.downstream_id);
+            // A modern client reads the status too (MCP 2026-07-28, "Streamable HTTP": 400
+            // for header, version and capability errors): it gets the upstream's.
+            let status = if call.session.is_modern() {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
+            } else {
+                StatusCode::OK
+            };
             let answer = Answer::Json {
-                status: StatusCode::OK,
+                status,
                 body: rpc_error,
                 session: None,
             };

@@ -38,6 +38,9 @@ pub struct DownstreamSession {
     /// The level the client set with `logging/setLevel`, for a modern upstream that takes it
     /// per request.
     log_level: Mutex<Option<String>>,
+    /// A modern request's `Mcp-Param-*` headers (SEP-2243 custom headers mirroring tool
+    /// arguments), for a modern upstream to check against the body.
+    param_headers: std::sync::OnceLock<Vec<(String, String)>>,
     last_seen: Mutex<Instant>,
     in_flight: Mutex<HashMap<String, InFlight>>,
     server_requests: Mutex<HashMap<String, ServerRequest>>,
@@ -146,6 +149,16 @@ impl DownstreamSession {
     /// Records the `clientInfo` of the client's `initialize` (the first value wins).
     pub fn set_client_info(&self, info: Value) {
         let _ = self.client_info.set(info);
+    }
+
+    /// Records a modern request's `Mcp-Param-*` headers (set once).
+    pub fn set_param_headers(&self, headers: Vec<(String, String)>) {
+        let _ = self.param_headers.set(headers);
+    }
+
+    /// The `Mcp-Param-*` headers of this (request-scoped) session's request; empty for others.
+    pub fn param_headers(&self) -> &[(String, String)] {
+        self.param_headers.get().map_or(&[], Vec::as_slice)
     }
 
     /// Records the level a legacy client set with `logging/setLevel`.
@@ -376,6 +389,7 @@ impl Sessions {
             client_capabilities,
             client_info: std::sync::OnceLock::new(),
             log_level: Mutex::new(None),
+            param_headers: std::sync::OnceLock::new(),
             last_seen: Mutex::new(Instant::now()),
             in_flight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),

@@ -77,7 +77,20 @@ pub async fn handle(proxy: &Arc<Proxy>, headers: &HeaderMap, message: Message) -
         );
     }
     let json_only = !super::accepts_sse(headers);
-    request(proxy, version, id, method, body, json_only).await
+    let params = param_headers(headers);
+    request(proxy, version, id, method, body, json_only, params).await
+}
+
+/// The request's `Mcp-Param-*` headers (SEP-2243: tool arguments mirrored in headers), passed
+/// to a modern upstream, which checks them against the body.
+fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+        .filter_map(|(name, value)| {
+            Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+        })
+        .collect()
 }
 
 async fn request(
@@ -87,6 +100,7 @@ async fn request(
     method: String,
     body: WireMessage,
     json_only: bool,
+    params: Vec<(String, String)>,
 ) -> Answer {
     let meta = body.pointer("/params/_meta").cloned().unwrap_or_default();
     let capabilities = meta
@@ -102,6 +116,7 @@ async fn request(
             Err(answer) => return answer,
         },
     };
+    session.set_param_headers(params);
     if method == "server/discover" {
         return discover(proxy, &session, &id).await;
     }
@@ -127,7 +142,7 @@ async fn request(
         json_only,
     )
     .await;
-    shape(answer, method, server_info, wants_logs, session)
+    shape(answer, method, server_info, wants_logs, session).await
 }
 
 /// The `PerClient` upstream session for one modern request, opened with the client's
@@ -205,12 +220,27 @@ async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Ans
     Answer::ok(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
+/// The HTTP status of a JSON answer to a modern client: 404 for -32601 and 400 for the errors
+/// the modern revision defines (MCP 2026-07-28, "Streamable HTTP"), when the answer was 200.
+fn error_status(status: StatusCode, body: &Value) -> StatusCode {
+    if status != StatusCode::OK {
+        return status;
+    }
+    match body.pointer("/error/code").and_then(Value::as_i64) {
+        Some(jsonrpc::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(code) if crate::revision::MODERN_ERROR_CODES.contains(&code) => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => status,
+    }
+}
+
 /// The forwarded request's answer, shaped for the modern client ([`bridge::shape_response`]):
 /// a JSON answer at once (a -32601 from the upstream as 404, as the revision wants); a stream
 /// message by message, its final response shaped and log messages dropped unless the request
 /// asked for them with `_meta.logLevel` (MCP 2026-07-28, "Logging"). `session` is held until
 /// the stream ends, so a `PerClient` upstream session lives exactly as long as its request.
-fn shape(
+async fn shape(
     answer: Answer,
     method: String,
     server_info: Option<Value>,
@@ -219,17 +249,12 @@ fn shape(
 ) -> Answer {
     match answer {
         Answer::Json {
-            mut status,
+            status,
             mut body,
             session: _,
         } => {
             bridge::shape_response(&mut body, &method, server_info.as_ref());
-            if status == StatusCode::OK
-                && body.pointer("/error/code").and_then(Value::as_i64)
-                    == Some(jsonrpc::METHOD_NOT_FOUND)
-            {
-                status = StatusCode::NOT_FOUND;
-            }
+            let status = error_status(status, &body);
             Answer::Json {
                 status,
                 body,
@@ -237,6 +262,33 @@ fn shape(
             }
         }
         Answer::Stream(mut upstream) => {
+            // A reply whose first message is its final response is answered as JSON, so its
+            // error gets its HTTP status (404 for -32601, 400 for the modern errors) as from a
+            // modern server; one that streams first stays a stream.
+            let Some(first) = upstream.recv().await else {
+                return Answer::Stream(upstream);
+            };
+            if first.get("method").is_none() {
+                let mut body = first;
+                bridge::shape_response(&mut body, &method, server_info.as_ref());
+                let status = error_status(StatusCode::OK, &body);
+                return Answer::Json {
+                    status,
+                    body,
+                    session: None,
+                };
+            }
+            let (resend, rest) = mpsc::channel(crate::sessions::STANDALONE_BUFFER);
+            let _ = resend.try_send(first);
+            tokio::spawn(async move {
+                let mut upstream = upstream;
+                while let Some(message) = upstream.recv().await {
+                    if resend.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut upstream = rest;
             let (sink, shaped) = mpsc::channel(1);
             tokio::spawn(async move {
                 let _session = session;

@@ -158,8 +158,17 @@ impl HttpUpstream {
         &self,
         message: &WireMessage,
         protocol_version: &str,
+        param_headers: &[(String, String)],
     ) -> Result<Reply, UpstreamError> {
         let mut headers = headers(Some(protocol_version));
+        for (name, value) in param_headers {
+            if let (Ok(name), Ok(value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(name, value);
+            }
+        }
         let method = message.get("method").and_then(Value::as_str);
         if let Some(value) = method.and_then(|m| HeaderValue::from_str(m).ok()) {
             headers.insert(METHOD_HEADER, value);

@@ -419,6 +419,19 @@ impl UpstreamSession {
     /// # Errors
     /// As [`HttpUpstream::post`]; a [`UpstreamError::SessionLost`] also marks the session lost.
     pub async fn send(&self, message: &WireMessage) -> Result<Reply, UpstreamError> {
+        self.send_with(message, &[]).await
+    }
+
+    /// As [`Self::send`], with a modern client's `Mcp-Param-*` headers (SEP-2243) on the POST
+    /// to a modern HTTP upstream; other upstreams never see them.
+    ///
+    /// # Errors
+    /// As [`Self::send`].
+    pub async fn send_with(
+        &self,
+        message: &WireMessage,
+        param_headers: &[(String, String)],
+    ) -> Result<Reply, UpstreamError> {
         let http = match &self.link {
             Link::Stdio(connection) => {
                 if self.era == UpstreamEra::Modern && !has_place_on_modern_wire(message, true) {
@@ -432,7 +445,9 @@ impl UpstreamSession {
             if !has_place_on_modern_wire(message, false) {
                 return Ok(Reply::Accepted);
             }
-            return http.post_modern(message, &self.protocol_version).await;
+            return http
+                .post_modern(message, &self.protocol_version, param_headers)
+                .await;
         }
         let result = http
             .post(message, self.id(), Some(&self.protocol_version))
@@ -520,7 +535,7 @@ fn probe_request(hop: &ClientHop) -> WireMessage {
 /// fails and is retried.
 async fn probe_http(http: &HttpUpstream, hop: &ClientHop) -> Result<Probe, UpstreamError> {
     match http
-        .post_modern(&probe_request(hop), MODERN_VERSIONS[0])
+        .post_modern(&probe_request(hop), MODERN_VERSIONS[0], &[])
         .await
     {
         Ok(reply) => match final_response(reply, &json!(0)).await {

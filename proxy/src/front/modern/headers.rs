@@ -52,8 +52,9 @@ impl Refusal {
 /// # Errors
 /// [`Refusal`]: the `_meta` protocol version or client capabilities missing (-32602); the
 /// `MCP-Protocol-Version`, `Mcp-Method` or `Mcp-Name` header missing or different from the body
-/// (-32020); a revision the proxy does not serve (-32022, checked first so a client learns the
-/// versions even from a sloppy request).
+/// (-32020; a header and a body that name different revisions are a mismatch before anything
+/// else, as the conformance suite's `server-stateless` expects); a revision the proxy does not
+/// serve (-32022, checked next, so a client learns the versions even from a sloppy request).
 pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Refusal> {
     if body.get("params").is_some_and(|p| !p.is_object()) {
         return Err(Refusal::InvalidParams(
@@ -65,6 +66,14 @@ pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Re
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .map(|v| v.as_str().unwrap_or_default());
     let header = era::header_version(headers);
+    if let (Some(body), Some(header)) = (requested, header)
+        && body != header
+    {
+        // Both named and different: which one runs is ambiguous, whichever the proxy serves.
+        return Err(mismatch(&format!(
+            "MCP-Protocol-Version header {header:?} does not match the body's {body:?}"
+        )));
+    }
     let named = requested.or(header).unwrap_or_default();
     let Some(version) = MODERN_VERSIONS.iter().find(|v| **v == named) else {
         return Err(Refusal::Unsupported(named.to_owned()));
@@ -227,7 +236,15 @@ mod tests {
         );
         let future = json!({META_PROTOCOL_VERSION: "2099-01-01", META_CLIENT_CAPABILITIES: {}});
         assert_eq!(
-            check(&headers(&GOOD), &call(future)),
+            check(&headers(&GOOD), &call(future.clone())).map_err(|r| r.reason()),
+            Err("header_mismatch"),
+            "the header names another revision than the body"
+        );
+        let mut future_headers = GOOD.to_vec();
+        future_headers.retain(|(name, _)| *name != "mcp-protocol-version");
+        future_headers.push(("mcp-protocol-version", "2099-01-01"));
+        assert_eq!(
+            check(&headers(&future_headers), &call(future)),
             Err(Refusal::Unsupported("2099-01-01".into()))
         );
     }

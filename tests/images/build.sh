@@ -36,6 +36,9 @@ python=${BERTH_PYTHON:-$("$root/tests/peers/python/install.sh" | tail -n 1)}
 py_prefix=$("$python" -c 'import sys; print(sys.base_prefix)')
 py_ver=$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 py_site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The module may not be in the module cache yet on a fresh machine (`make demo` builds these
+# images before the control plane): download the pinned version first.
+(cd "$root/tests/controlplane/k8s" && GOWORK=off go mod download k8s.io/kubernetes) >&2
 pause_c=$(cd "$root/tests/controlplane/k8s" && GOWORK=off go list -mod=readonly -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
 [[ -f $pause_c ]] || fail "no pause.c in the k8s.io/kubernetes module ($pause_c)"
 

@@ -178,11 +178,14 @@ impl DownstreamSession {
         crate::upstream::era::ClientHop {
             capabilities,
             info: self.client_info.get().cloned().unwrap_or_default(),
+            // A legacy client that set no level gets every log message, as from a legacy
+            // server; a modern upstream sends none unless a level is named.
             log_level: self
                 .log_level
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+                .clone()
+                .or_else(|| (!self.is_modern()).then(|| "debug".to_owned())),
         }
     }
 

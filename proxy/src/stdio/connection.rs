@@ -3,9 +3,9 @@
 //!
 //! The connection has exactly one reader and one owner of its request ids (README.md "Why it exists", failure 2):
 //! a response goes to the one pending request with its id; a progress notification to the
-//! request its `berth-<id>` token names; a server-to-client request to the only pending request
-//! (so the client that made the call answers it) or else, like every other notification, to the
-//! standalone channel. Lines that are blank, not JSON, not JSON-RPC, or longer than the line
+//! request its `berth-<id>` token names; a server-to-client request or a log message
+//! (`notifications/message`) to the only pending request (so the client that made the call
+//! gets it) or else, like every other notification, to the standalone channel. Lines that are blank, not JSON, not JSON-RPC, or longer than the line
 //! limit are skipped and counted, never forwarded (field case BR-10); an over-long response
 //! fails its own request with a clear error.
 //!
@@ -61,6 +61,8 @@ type PendingSender = mpsc::Sender<Result<WireMessage, UpstreamError>>;
 pub(super) struct Shared {
     pub(super) label: String,
     pending: Mutex<HashMap<String, PendingSender>>,
+    /// Keys of the pending `subscriptions/listen` requests.
+    listens: Mutex<std::collections::HashSet<String>>,
     reason: Mutex<Option<EndReason>>,
     pub(super) ended: CancellationToken,
     pub(super) eof: CancellationToken,
@@ -80,6 +82,7 @@ impl Shared {
         Arc::new(Self {
             label,
             pending: Mutex::new(HashMap::new()),
+            listens: Mutex::new(std::collections::HashSet::new()),
             reason: Mutex::new(None),
             ended: CancellationToken::new(),
             eof: CancellationToken::new(),
@@ -153,6 +156,10 @@ impl Shared {
     }
 
     fn take_pending(&self, key: &str) -> Option<PendingSender> {
+        self.listens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -167,12 +174,17 @@ impl Shared {
             .cloned()
     }
 
+    /// The only pending call, not counting `subscriptions/listen` requests (a modern upstream's
+    /// listen stream is pending for as long as it lives, and owns no call's messages).
     fn only_pending(&self) -> Option<(String, PendingSender)> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.len() != 1 {
+        let listens = self.listens.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = pending.iter().filter(|(key, _)| !listens.contains(*key));
+        let only = calls.next()?;
+        if calls.next().is_some() {
             return None;
         }
-        pending.iter().next().map(|(k, v)| (k.clone(), v.clone()))
+        Some((only.0.clone(), only.1.clone()))
     }
 }
 
@@ -262,6 +274,16 @@ impl Connection {
             Some(id) => {
                 let key = id.to_string();
                 let (tx, rx) = mpsc::channel(PENDING_BUFFER);
+                let mut listens = self
+                    .shared
+                    .listens
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                listens.remove(&key);
+                if message.get("method").and_then(Value::as_str) == Some("subscriptions/listen") {
+                    listens.insert(key.clone());
+                }
+                drop(listens);
                 self.shared
                     .pending
                     .lock()
@@ -467,10 +489,20 @@ async fn route_message(
                 .pointer("/params/progressToken")
                 .and_then(Value::as_str)
                 .and_then(|t| t.strip_prefix("berth-"));
-            match token.and_then(|key| shared.pending_sender(key)) {
+            // A log message during exactly one call is that call's, as a server request is:
+            // stdio has no per-call stream, and the client reads the call's (MCP
+            // "Streamable HTTP": messages related to a request go on its stream).
+            let owner = match token {
+                Some(key) => shared.pending_sender(key),
+                None if method == Some("notifications/message") => {
+                    shared.only_pending().map(|(_, tx)| tx)
+                }
+                None => None,
+            };
+            match owner {
                 Some(tx) => {
                     if tx.try_send(Ok(message)).is_err() {
-                        tracing::debug!(child = %shared.label, "dropped a progress notification for a slow reader");
+                        tracing::debug!(child = %shared.label, "dropped a call notification for a slow reader");
                     }
                 }
                 None => deliver_standalone(shared, standalone, message),

@@ -19,8 +19,10 @@ step "format and lint"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 
-step "MCP peers (npm, pip)"
+step "MCP peers and the conformance suites (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)
+# The MCP conformance suites (0.1.16 and 0.2.0-alpha.12) and the Node 22 they run on.
+(cd tests/peers/conformance && npm ci --no-audit --no-fund --loglevel=error)
 BERTH_PYTHON="$(tests/peers/python/install.sh | tail -n 1)"
 export BERTH_PYTHON
 

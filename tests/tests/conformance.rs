@@ -32,6 +32,10 @@ use tokio::process::{Child, Command};
 /// a multi-instance deployment must (a `PerClient` proxy starts one child per modern request).
 const REQUEST_STATE_KEY: &str = "berth-conformance-request-state-key-0001";
 
+/// Held by each test for its whole run: the suites are timing-sensitive (progress, streams),
+/// so the three paths run one after another rather than load two cores three times over.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// One suite's verdicts: scenario -> passed.
 struct Verdicts {
     passed: BTreeMap<String, bool>,
@@ -87,8 +91,12 @@ async fn http_fixture(era: &str) -> Fixture {
 
 /// Runs `suite` (`2025` or `2026`) against `url`.
 async fn run_suite(suite: &str, url: &str, label: &str) -> Verdicts {
+    // One directory per run: the tests of this file run at once, and run-suite.sh clears its
+    // results directory first.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!(
-        "berth-conformance-{}-{label}-{suite}",
+        "berth-conformance-{}-{run}-{label}-{suite}",
         std::process::id()
     ));
     std::fs::create_dir_all(&dir).expect("results dir");
@@ -220,6 +228,7 @@ async fn through_stdio(suite: &str, strategy: SessionStrategy, path: &str) -> Ve
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_through_the_proxy_over_http_shared_and_per_client() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     for suite in ["2025", "2026"] {
         let direct = direct(suite, "dual").await;
         for (strategy, path) in [
@@ -234,6 +243,7 @@ async fn conformance_through_the_proxy_over_http_shared_and_per_client() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_through_the_proxy_over_stdio_shared_and_per_client() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     for suite in ["2025", "2026"] {
         let direct = direct(suite, "dual").await;
         for (strategy, path) in [
@@ -251,6 +261,7 @@ async fn conformance_through_the_proxy_over_stdio_shared_and_per_client() {
 /// direct one (the legacy fixture alone fails nearly all of it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_modern_suite_through_the_proxy_to_a_legacy_fixture() {
+    let _turn = ONE_AT_A_TIME.lock().await;
     let direct_dual = direct("2026", "dual").await;
     let direct_legacy = direct("2026", "legacy").await;
     assert!(

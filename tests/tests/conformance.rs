@@ -129,8 +129,23 @@ async fn run_suite(suite: &str, url: &str, label: &str) -> Verdicts {
 }
 
 /// `(suite, scenario)` pairs of a list file (`# reason` comments), the first column filtered
-/// to `path` when the file has three columns.
+/// to `path` when the file has three columns (`~path`: the scenario fails there on some runs
+/// only, see [`intermittent`]).
 fn listed(file: &str, path: Option<&str>) -> BTreeSet<(String, String)> {
+    let mut pairs = listed_exactly(file, path);
+    if let Some(path) = path {
+        pairs.extend(listed_exactly(file, Some(&format!("~{path}"))));
+    }
+    pairs
+}
+
+/// The gaps of `path` that fail on some runs only (`~path` in the list): a pass does not mean
+/// they closed.
+fn intermittent(path: &str) -> BTreeSet<(String, String)> {
+    listed_exactly("proxy-gaps.txt", Some(&format!("~{path}")))
+}
+
+fn listed_exactly(file: &str, path: Option<&str>) -> BTreeSet<(String, String)> {
     let text = std::fs::read_to_string(repo_root().join("tests/conformance").join(file))
         .expect("list file");
     text.lines()
@@ -188,7 +203,15 @@ fn compare(suite: &str, path: &str, direct: &BTreeSet<String>, proxied: &Verdict
         lost.is_empty(),
         "suite {suite} through {path}: passes directly, fails through the proxy: {lost:?}"
     );
-    let closed: Vec<_> = gaps.iter().filter(|name| !failed.contains(*name)).collect();
+    let sometimes: BTreeSet<String> = intermittent(path)
+        .into_iter()
+        .filter(|(s, _)| s == suite)
+        .map(|(_, scenario)| scenario)
+        .collect();
+    let closed: Vec<_> = gaps
+        .iter()
+        .filter(|name| !failed.contains(*name) && !sometimes.contains(*name))
+        .collect();
     assert!(
         closed.is_empty(),
         "suite {suite} through {path}: listed in proxy-gaps.txt but passes now (remove them): {closed:?}"

@@ -46,6 +46,19 @@ pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
 /// `requested` ("Versioning", "Protocol Version Negotiation").
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
+/// The strings of a JSON array (other members skipped); empty when `value` is no array.
+pub fn strings(value: Option<&Value>) -> Vec<String> {
+    value
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// One JSON-RPC message, classified by shape (JSON-RPC 2.0 §4).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {

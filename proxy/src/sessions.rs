@@ -189,15 +189,18 @@ impl DownstreamSession {
         }
     }
 
+    /// Whether a legacy client may be sent the server request `method` on its stream: it
+    /// declared the capability ([`Self::declares`]). A modern client's stream carries no server
+    /// requests (MCP 2026-07-28, "Receiving Messages"); the call engine bridges them as input
+    /// requests instead.
+    pub fn accepts_server_request(&self, method: &str) -> bool {
+        !self.is_modern() && self.declares(method)
+    }
+
     /// Whether the client declared the capability a server request `method` needs:
     /// `sampling/*` -> `sampling`, `elicitation/*` -> `elicitation`, `roots/*` -> `roots`.
     /// `ping` needs none.
-    pub fn accepts_server_request(&self, method: &str) -> bool {
-        // A modern client's response stream carries no server requests (MCP 2026-07-28,
-        // "Receiving Messages"): refused upstream until they are bridged as input requests.
-        if self.is_modern() {
-            return false;
-        }
+    pub fn declares(&self, method: &str) -> bool {
         if method == "ping" {
             return true;
         }
@@ -627,6 +630,21 @@ mod tests {
         let other = Sessions::new(Duration::from_secs(60))
             .with_signer(signed_id::SessionSigner::new(b"another-key-0123456").expect("key"));
         assert!(other.adopt(s.id()).is_none(), "other key");
+    }
+
+    #[test]
+    fn a_modern_session_declares_capabilities_but_takes_no_server_requests() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let s = sessions.request_scoped(
+            "2026-07-28",
+            serde_json::json!({"elicitation": {}, "roots": {}}),
+            None,
+        );
+        assert!(s.declares("elicitation/create"));
+        assert!(s.declares("roots/list"));
+        assert!(!s.declares("sampling/createMessage"));
+        assert!(!s.declares("tools/call"));
+        assert!(!s.accepts_server_request("elicitation/create"));
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub fn retry_body(
         .then(|| body.clone())
 }
 
+/// The retry's reply stream and its late-response registration: the relay carries on with them.
+pub type Retried = (
+    BoxStream<'static, Result<WireMessage, UpstreamError>>,
+    LateResponse,
+);
+
 /// Why a round of input did not lead to a retry.
 #[derive(Debug)]
 pub enum Stop {
@@ -82,13 +88,7 @@ pub async fn round(
     tx: &mpsc::Sender<WireMessage>,
     deadline: tokio::time::Instant,
     cancelled: &CancellationToken,
-) -> Result<
-    (
-        BoxStream<'static, Result<WireMessage, UpstreamError>>,
-        LateResponse,
-    ),
-    Stop,
-> {
+) -> Result<Retried, Stop> {
     call.input_rounds += 1;
     if call.input_rounds > MAX_ROUNDS {
         return Err(Stop::Refused(format!(
@@ -199,13 +199,7 @@ async fn retry(
     request_state: Option<&Value>,
     deadline: tokio::time::Instant,
     cancelled: &CancellationToken,
-) -> Result<
-    (
-        BoxStream<'static, Result<WireMessage, UpstreamError>>,
-        LateResponse,
-    ),
-    Stop,
-> {
+) -> Result<Retried, Stop> {
     let Some(mut body) = call.retry_body.clone() else {
         return Err(Stop::Refused("the request cannot be retried".to_owned()));
     };

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::WireMessage;
+use crate::jsonrpc::{WireMessage, strings};
 use crate::revision::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     MODERN_ERROR_CODES, MODERN_VERSIONS,
@@ -128,18 +128,6 @@ fn without_common(supported: Vec<String>) -> Probe {
         legacy_offered,
         supported,
     }
-}
-
-fn strings(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn common_version(supported: &[String]) -> Option<&'static str> {

@@ -61,7 +61,7 @@ pub(in crate::forward) async fn park(
         send_in_background(std::sync::Arc::clone(&call.upstream), pong);
         return Parking::NotParked(tx);
     }
-    if !declares(&call.session.client_capabilities().clone(), method) {
+    if !call.session.declares(method) {
         metrics
             .bridged_server_requests
             .with_label_values(&[DIRECTION, "refused"])
@@ -178,26 +178,4 @@ fn give_up(call: &Call, token: &str, upstream_id: Value, result: &str) -> Parkin
         Outcome::Timeout,
     );
     Parking::Ended
-}
-
-/// Whether `capabilities` (a modern client's `clientCapabilities`) cover a server request
-/// `method`: `sampling/*`, `elicitation/*`, `roots/*`.
-fn declares(capabilities: &Value, method: &str) -> bool {
-    let capability = method.split('/').next().unwrap_or_default();
-    matches!(capability, "sampling" | "elicitation" | "roots")
-        && capabilities.get(capability).is_some()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn declares_matches_the_request_to_its_capability() {
-        let caps = json!({"elicitation": {}, "roots": {}});
-        assert!(declares(&caps, "elicitation/create"));
-        assert!(declares(&caps, "roots/list"));
-        assert!(!declares(&caps, "sampling/createMessage"));
-        assert!(!declares(&caps, "tools/call"));
-    }
 }

@@ -41,16 +41,7 @@ impl Filter {
             capabilities.pointer(&format!("/{kind}/{flag}")) == Some(&Value::Bool(true))
         };
         let uris = if offers("resources", "subscribe") {
-            requested
-                .and_then(|n| n.get("resourceSubscriptions"))
-                .and_then(Value::as_array)
-                .map(|uris| {
-                    uris.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
+            crate::jsonrpc::strings(requested.and_then(|n| n.get("resourceSubscriptions")))
         } else {
             Vec::new()
         };

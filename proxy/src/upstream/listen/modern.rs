@@ -44,11 +44,7 @@ pub(super) async fn listen(
             }},
         })
         .into();
-        fill_meta(
-            &mut request,
-            session.protocol_version(),
-            &session_hop(&session),
-        );
+        fill_meta(&mut request, session.protocol_version(), session.hop());
         let opened = tokio::select! {
             () = stop.cancelled() => return Ended::Stopped,
             opened = session.send(&request) => opened,
@@ -101,9 +97,4 @@ pub(super) async fn listen(
 fn closed(session: &UpstreamSession, ended: Ended) -> Ended {
     session.set_standalone_open(false);
     ended
-}
-
-/// The proxy's own hop on its listen request (the `PerClient` client's, where it has one).
-fn session_hop(session: &UpstreamSession) -> super::super::era::ClientHop {
-    session.hop().clone()
 }

@@ -5,18 +5,23 @@
 //! JSON-RPC errors always echo the request id when there was one.
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::header::CONTENT_TYPE;
+use axum::body::Body;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
+use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 
 use crate::jsonrpc::WireMessage;
 use crate::jsonrpc::error_response;
+use crate::sessions::events::StreamEvent;
 use crate::upstream::http::SESSION_HEADER;
 
 /// Interval of SSE keep-alive comments on streams the proxy writes (below common client idle
@@ -38,6 +43,9 @@ pub enum Answer {
     /// JSON-RPC messages streamed as SSE, in order, the final response last (none when the
     /// client cancelled the request).
     Stream(mpsc::Receiver<WireMessage>),
+    /// A legacy session's stream carried through its event log: each event has an id a client
+    /// can resume from (`crate::sessions::DownstreamSession::carry`).
+    Events(mpsc::Receiver<StreamEvent>),
     /// `202 Accepted` with no body: a notification or response, or a request the client
     /// cancelled ([`Answer::cancelled`]).
     Accepted,
@@ -112,33 +120,85 @@ impl IntoResponse for Answer {
                 }
                 response
             }
-            Self::Stream(rx) => {
-                let events = tokio_stream_from(rx).map(|message| {
-                    Ok::<_, Infallible>(Event::default().event("message").data(message.sse_data()))
-                });
-                sse_response(events)
-            }
+            Self::Stream(rx) => sse_response(stream_from(rx).map(|m| message_event(None, &m))),
+            Self::Events(rx) => sse_response(stream_from(rx).map(event_block)),
         }
     }
 }
 
-fn tokio_stream_from(
-    mut rx: mpsc::Receiver<WireMessage>,
-) -> impl futures::Stream<Item = WireMessage> {
+/// The messages of `rx` as a stream.
+pub fn stream_from<T: Send + 'static>(
+    mut rx: mpsc::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// An SSE response with keep-alive comments every [`SSE_KEEP_ALIVE`] and
-/// `X-Accel-Buffering: no`, so reverse proxies forward events as they come.
+/// The SSE block of one event of a resumable stream: its message, or the priming event.
+pub fn event_block(event: StreamEvent) -> Sse {
+    match event.message {
+        Some(message) => message_event(Some(event.id), &message),
+        None => priming_event(event.id),
+    }
+}
+
+/// One JSON-RPC message as an SSE `message` event, with an `id` when the stream is resumable.
+pub fn message_event(id: Option<String>, message: &WireMessage) -> Sse {
+    Sse {
+        event: Some("message".to_owned()),
+        data: Some(message.sse_data().into_owned()),
+        id,
+        retry: None,
+    }
+}
+
+/// The event that opens a resumable stream at MCP 2025-11-25: an id and an empty `data` field
+/// ("Sending Messages to the Server", item 6), which clients skip as a message but remember as
+/// the point to resume from.
+pub fn priming_event(id: String) -> Sse {
+    Sse {
+        event: None,
+        data: Some(String::new()),
+        id: Some(id),
+        retry: None,
+    }
+}
+
+/// An SSE response (`text/event-stream`, `Cache-Control: no-cache`) with keep-alive comments
+/// every [`SSE_KEEP_ALIVE`] and `X-Accel-Buffering: no`, so reverse proxies forward events as
+/// they come.
 pub fn sse_response<S>(events: S) -> Response
 where
-    S: futures::Stream<Item = Result<Event, Infallible>> + Send + 'static,
+    S: futures::Stream<Item = Sse> + Send + 'static,
 {
-    let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(SSE_KEEP_ALIVE))
-        .into_response();
+    let body = SseBody::new(events.map(Ok::<_, Infallible>))
+        .with_keep_alive::<KeepAliveTimer>(KeepAlive::new().interval(SSE_KEEP_ALIVE));
+    let mut response = Response::new(Body::new(body));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
-    response
+}
+
+/// The tokio timer behind the keep-alive comments of [`sse_response`].
+struct KeepAliveTimer(Pin<Box<tokio::time::Sleep>>);
+
+impl Future for KeepAliveTimer {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl Timer for KeepAliveTimer {
+    fn reset(mut self: Pin<&mut Self>, instant: std::time::Instant) {
+        self.0
+            .as_mut()
+            .reset(tokio::time::Instant::from_std(instant));
+    }
+
+    fn from_duration(duration: Duration) -> Self {
+        Self(Box::pin(tokio::time::sleep(duration)))
+    }
 }

@@ -16,14 +16,12 @@ pub(crate) mod era;
 mod initialize;
 mod modern;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
@@ -34,6 +32,7 @@ use crate::forward;
 use crate::jsonrpc::{self, Invalid, Message};
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::sessions::events::StreamKind;
 use crate::upstream::http::SESSION_HEADER;
 
 /// Largest request body accepted, in bytes (16 MiB).
@@ -210,7 +209,19 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
     match message {
         Message::Request { id, method, body } => {
             let json_only = !accepts_sse(headers);
-            forward::request(Arc::clone(proxy), session, id, method, body, json_only).await
+            let answer = forward::request(
+                Arc::clone(proxy),
+                Arc::clone(&session),
+                id,
+                method,
+                body,
+                json_only,
+            )
+            .await;
+            match answer {
+                Answer::Stream(rx) => Answer::Events(session.carry(StreamKind::Reply, rx)),
+                other => other,
+            }
         }
         Message::Notification { method, body } => {
             notification(proxy, &session, &method, body).await
@@ -460,18 +471,36 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
     let Some(session) = live_session(&proxy, header) else {
         return unknown_session(&proxy, &Value::Null).into_response();
     };
+    if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        match session.resume(last_event_id) {
+            Ok(events) => {
+                proxy
+                    .metrics
+                    .stream_resumptions
+                    .with_label_values(&["replayed"])
+                    .inc();
+                return stream_until_shutdown(&proxy, events);
+            }
+            Err(why) => {
+                // The client gets the standalone stream, as from a server that does not replay.
+                proxy
+                    .metrics
+                    .stream_resumptions
+                    .with_label_values(&[why.as_label()])
+                    .inc();
+                tracing::debug!(
+                    mcp.session_id = session.id(),
+                    last_event_id,
+                    ?why,
+                    "Last-Event-ID not resumable; opening the standalone stream"
+                );
+            }
+        }
+    }
     // The standalone stream carries server messages (fanout) until the session ends or the
     // client re-opens GET, which replaces this stream (the new one wins; each is counted in
-    // `berth_proxy_standalone_streams_total`, issue 12, item 5).
-    let session_closed = session.closed().clone();
-    let shutdown = proxy.shutdown.clone();
-    let closed = async move {
-        tokio::select! {
-            () = session_closed.cancelled() => {}
-            () = shutdown.cancelled() => {}
-        }
-    };
-    let (mut rx, opened) = session.open_standalone();
+    // `berth_proxy_standalone_streams_total`, issue 12, item 5). Shutdown ends it too.
+    let (rx, opened) = session.open_standalone();
     proxy
         .metrics
         .standalone_streams
@@ -483,10 +512,18 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
             "standalone stream replaced by a new GET"
         );
     }
-    let messages = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-    let events = messages
-        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.sse_data())))
-        .take_until(closed);
+    stream_until_shutdown(&proxy, session.carry(StreamKind::Standalone, rx))
+}
+
+/// A GET's SSE stream, which ends when the proxy stops serving (its pump keeps what follows).
+fn stream_until_shutdown(
+    proxy: &Proxy,
+    events: tokio::sync::mpsc::Receiver<crate::sessions::events::StreamEvent>,
+) -> Response {
+    let shutdown = proxy.shutdown.clone();
+    let events = crate::answer::stream_from(events)
+        .map(crate::answer::event_block)
+        .take_until(async move { shutdown.cancelled().await });
     crate::answer::sse_response(events)
 }
 

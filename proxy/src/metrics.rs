@@ -111,6 +111,11 @@ pub struct Metrics {
     /// the session had none open, `replaced` when it closed the session's open stream (issue
     /// 12, item 5). None is ever refused.
     pub standalone_streams: IntCounterVec,
+    /// `berth_proxy_stream_resumptions_total{result}`: GETs with `Last-Event-ID`: `replayed`
+    /// (the stream it names was resumed), `unknown` (not an id of this session on this replica)
+    /// or `evicted` (the events after it were dropped by the replay bounds); the last two get
+    /// the standalone stream instead (issue 13, MCP 2025-11-25 "Resumability and Redelivery").
+    pub stream_resumptions: IntCounterVec,
     /// The `berth_proxy_stdio_*` metrics of stdio upstreams.
     pub stdio: crate::stdio::StdioMetrics,
 }
@@ -299,6 +304,14 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
+        let stream_resumptions = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_stream_resumptions_total",
+                "client GETs with Last-Event-ID: replayed, unknown or evicted (the last two open the standalone stream)",
+            ),
+            &["result"],
+        )
+        .expect("valid metric");
         let build_info = IntGaugeVec::new(
             Opts::new("berth_build_info", "build information; always 1"),
             &["version", "component"],
@@ -330,6 +343,7 @@ impl Metrics {
             Box::new(downstream_sessions_evicted.clone()),
             Box::new(invalid_messages.clone()),
             Box::new(standalone_streams.clone()),
+            Box::new(stream_resumptions.clone()),
             Box::new(build_info),
         ];
         for collector in collectors {
@@ -356,6 +370,9 @@ impl Metrics {
         }
         for result in ["opened", "replaced"] {
             standalone_streams.with_label_values(&[result]);
+        }
+        for result in ["replayed", "unknown", "evicted"] {
+            stream_resumptions.with_label_values(&[result]);
         }
         let stdio = crate::stdio::StdioMetrics::register(&registry);
         Self {
@@ -384,6 +401,7 @@ impl Metrics {
             downstream_sessions_evicted,
             invalid_messages,
             standalone_streams,
+            stream_resumptions,
         }
     }
 

@@ -10,6 +10,7 @@
 //! ([`Sessions::adopt`]; field case BR-35). An id ended here (DELETE or idle expiry) is
 //! remembered for one idle timeout so it cannot be adopted back on this replica.
 
+pub mod events;
 pub mod signed_id;
 
 use std::collections::HashMap;
@@ -46,6 +47,8 @@ pub struct DownstreamSession {
     server_requests: Mutex<HashMap<String, ServerRequest>>,
     next_server_request: std::sync::atomic::AtomicU64,
     standalone: Mutex<Option<mpsc::Sender<WireMessage>>>,
+    /// Event ids and replay for this session's SSE streams (legacy sessions only).
+    events: Arc<events::EventLog>,
     dedicated: Option<crate::per_client::Dedicated>,
     closed: CancellationToken,
     /// Set for a request-scoped session ([`Sessions::request_scoped`]): counts it while it
@@ -260,6 +263,33 @@ impl DownstreamSession {
             .is_some_and(|tx| tx.try_send(message).is_ok())
     }
 
+    /// Carries one of this session's SSE streams through its [`events::EventLog`]: numbered
+    /// events, kept for `Last-Event-ID` resumption, and a call that goes on when the client's
+    /// connection drops. Only a legacy session has streams to resume (MCP 2025-11-25,
+    /// "Resumability and Redelivery"; 2026-07-28 has neither sessions nor resumption); a
+    /// session at 2025-11-25 also gets the priming event that revision defines, older ones do
+    /// not (their clients may not parse an event without data).
+    pub fn carry(
+        &self,
+        kind: events::StreamKind,
+        messages: mpsc::Receiver<WireMessage>,
+    ) -> mpsc::Receiver<events::StreamEvent> {
+        let prime = self.protocol_version.as_str() >= "2025-11-25";
+        self.events
+            .carry(kind, messages, prime, self.closed.clone())
+    }
+
+    /// The events after `last_event_id` on the stream that minted it, then that stream live.
+    ///
+    /// # Errors
+    /// [`events::Unresumable`] when the id is not this session's or was dropped.
+    pub fn resume(
+        &self,
+        last_event_id: &str,
+    ) -> Result<mpsc::Receiver<events::StreamEvent>, events::Unresumable> {
+        self.events.resume(last_event_id)
+    }
+
     /// Fired when the session ends (DELETE or idle expiry).
     pub fn closed(&self) -> &CancellationToken {
         &self.closed
@@ -295,8 +325,8 @@ impl DownstreamSession {
         in_flight.get(&id_key(id)).cloned()
     }
 
-    /// No request in flight, no server request awaiting the client's answer, no open
-    /// standalone stream.
+    /// No request in flight, no server request awaiting the client's answer, no client
+    /// connected to a standalone stream (one kept only for resumption does not count).
     fn is_idle(&self) -> bool {
         self.in_flight
             .lock()
@@ -307,12 +337,13 @@ impl DownstreamSession {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .is_empty()
-            && self
+            && (self
                 .standalone
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .as_ref()
                 .is_none_or(mpsc::Sender::is_closed)
+                || self.events.standalone_detached())
     }
 
     fn touch(&self) {
@@ -401,6 +432,7 @@ impl Sessions {
             server_requests: Mutex::new(HashMap::new()),
             next_server_request: std::sync::atomic::AtomicU64::new(1),
             standalone: Mutex::new(None),
+            events: Arc::default(),
             dedicated,
             closed: CancellationToken::new(),
             scope: None,
@@ -609,6 +641,34 @@ mod tests {
         drop(new);
         let (_reopened, opened) = s.open_standalone();
         assert_eq!(opened, Opened::New, "the client had closed its stream");
+    }
+
+    #[tokio::test]
+    async fn a_session_whose_listener_dropped_is_idle_at_the_cap_one_listened_to_is_not() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let s = sessions.create("2025-11-25", Value::Null, None);
+        let (messages, _) = s.open_standalone();
+        let connection = s.carry(events::StreamKind::Standalone, messages);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            sessions.least_recently_active_idle(),
+            None,
+            "a client listens"
+        );
+        drop(connection);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            sessions.least_recently_active_idle().as_deref(),
+            Some(s.id()),
+            "kept only for resumption: may be ended at the cap"
+        );
+        let modern = sessions.create("2026-07-28", Value::Null, None);
+        let (_held, _) = modern.open_standalone();
+        assert_eq!(
+            sessions.least_recently_active_idle().as_deref(),
+            Some(s.id()),
+            "a stream read directly (modern listen) keeps its session busy"
+        );
     }
 
     #[test]

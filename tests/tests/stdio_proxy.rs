@@ -306,7 +306,12 @@ async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
     if let Some(session) = session {
         // The initialize answer arrived before stdout closed; the next call fails promptly.
         let next = post_raw(&url, Some(&session), &call(json!(2), "echo", json!({}))).await;
-        assert!(next.last().get("error").is_some(), "{next:?}");
+        assert!(
+            next.messages
+                .last()
+                .is_some_and(|m| m.get("error").is_some()),
+            "{next:?}"
+        );
         assert!(
             started.elapsed() < Duration::from_secs(1),
             "{:?}",

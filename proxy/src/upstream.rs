@@ -12,6 +12,7 @@ mod error;
 pub mod http;
 pub mod late_response;
 pub mod listen;
+pub mod param_headers;
 mod resume;
 pub mod session;
 mod supervisor;
@@ -289,6 +290,15 @@ impl Upstream {
     /// Whether calls to `tool` are blocked by drift (`toolsProbe.onDrift: FailClosed`).
     pub fn is_drifted(&self, tool: &str) -> bool {
         self.catalog.read().is_ok_and(|c| c.is_drifted(tool))
+    }
+
+    /// The `Mcp-Param-*` headers the last listing declared for `tool` (empty when it declared
+    /// none or the tool was never listed).
+    pub fn param_headers(&self, tool: &str) -> Vec<param_headers::ParamHeader> {
+        self.catalog
+            .read()
+            .map(|c| c.param_headers(tool).to_vec())
+            .unwrap_or_default()
     }
 
     /// Whether the tool policy exposes `tool` (its `readOnlyHint` from the last listing).

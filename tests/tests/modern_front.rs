@@ -2,14 +2,14 @@
 //! through the proxy to legacy upstreams, beside legacy clients on the same endpoint.
 //!
 //! The clients are the Python SDK's (mcp 2.x, `tests/peers/clients/modern_sdk.py`) in its
-//! modern-only and auto modes; the upstreams are the Node reference server over HTTP, the
+//! modern-only and auto modes, and rmcp's in its `server/discover` lifecycle; the upstreams are the Node reference server over HTTP, the
 //! fault fixture (to see what reached the upstream byte for byte) and the Node reference server over stdio.
 
 use berth_crds::SessionStrategy;
 use berth_tests::fault::{Capabilities, FaultUpstream};
 use berth_tests::peers::{self, run_client};
 use berth_tests::proxy::{config, mcp_url, post_stream_with, post_with, start_ready};
-use berth_tests::{stdio, tap};
+use berth_tests::{rmcp_client, stdio, tap};
 use serde_json::{Value, json};
 
 const MODERN: &str = "2026-07-28";
@@ -101,6 +101,50 @@ async fn modern_python_sdk_clients_use_a_legacy_upstream_beside_a_legacy_client(
     proxy.shutdown().await;
 }
 
+/// rmcp's modern client (2026-07-28 `server/discover` lifecycle, no session) uses the Node
+/// reference server, which speaks only the legacy revisions, through a `Shared` proxy: it is
+/// told 2026-07-28 and the upstream's name, lists and calls tools over the proxy's one upstream
+/// session, and the proxy counts its requests as `era="modern"`.
+#[tokio::test]
+async fn modern_rmcp_client_uses_the_node_reference_server_through_the_proxy() {
+    let server = peers::everything().await;
+    let tap = tap::start(&server.url).await;
+    let proxy = start_ready(&config(&tap.url, "60s")).await;
+    let client = rmcp_client::connect_modern(&mcp_url(&proxy)).await;
+    let info = client.peer_info().expect("discover result kept");
+    assert_eq!(info.protocol_version.as_str(), MODERN, "{info:?}");
+    let name = info.server_info.as_ref().map(|i| i.name.clone());
+    assert!(
+        name.as_deref().is_some_and(|n| n.contains("everything")),
+        "the upstream's own name: {info:?}"
+    );
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|t| t.name == "echo"), "{tools:?}");
+    let result = rmcp_client::call_tool(&client, "echo", json!({"message": "rmcp modern"})).await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let text = serde_json::to_value(&result.content).expect("content serializes");
+    assert_eq!(text[0]["text"], json!("Echo: rmcp modern"), "{result:?}");
+    let _ = client.cancel().await;
+    let sessions: std::collections::BTreeSet<_> = tap
+        .record
+        .entries()
+        .iter()
+        .filter_map(|(_, session)| session.clone())
+        .collect();
+    assert_eq!(sessions.len(), 1, "one upstream session: {sessions:?}");
+    assert_eq!(tap.record.count("initialize"), 1, "the proxy's own only");
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    for method in ["server/discover", "tools/list", "tools/call"] {
+        let series =
+            format!(r#"berth_proxy_requests_total{{era="modern",method="{method}",outcome="ok"}}"#);
+        assert!(
+            berth_tests::proxy::sample(&metrics, &series) >= 1.0,
+            "{series} in:\n{metrics}"
+        );
+    }
+    proxy.shutdown().await;
+}
+
 /// What the upstream receives for a modern request: the client's hop fields removed from
 /// `_meta`, everything else (progress token, arguments) as sent; what the client receives: a
 /// result with `resultType`, its id, and the upstream's `serverInfo`.
@@ -149,6 +193,68 @@ async fn modern_request_reaches_a_legacy_upstream_without_its_hop_fields_and_ret
         sent.raw
     );
     assert!(sent.session.is_some(), "on the proxy's upstream session");
+    proxy.shutdown().await;
+}
+
+/// SEP-2243 custom headers in front of a legacy upstream (which would never look at them):
+/// the proxy learned from the tool listing that `route`'s `region` argument is mirrored in
+/// `Mcp-Param-Region`, so a call whose header is missing, undecodable or different is refused
+/// with 400 / -32020 under its id and reaches nothing, and a call that mirrors it (plainly or
+/// base64-encoded) is forwarded.
+#[tokio::test]
+async fn modern_call_whose_param_header_differs_from_its_argument_is_refused_before_the_upstream() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.add_tool(json!({"name": "route", "inputSchema": {"type": "object",
+        "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}}));
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let from = upstream.received_count();
+    let body = |id: i64| {
+        modern_body(
+            id,
+            "tools/call",
+            json!({"name": "route", "arguments": {"region": "Hello"}}),
+        )
+    };
+    let header = |value| {
+        let mut headers = modern_headers("tools/call", Some("route"));
+        headers.push(("mcp-param-region", value));
+        headers
+    };
+    let without = modern_headers("tools/call", Some("route"));
+    for (id, headers) in [
+        (1, without),
+        (2, header("Goodbye")),
+        (3, header("=?base64?SGVsbG8?=")),
+    ] {
+        let reply = post_with(&url, None, &headers, &body(id)).await;
+        assert_eq!(reply.status, 400, "{id}: {reply:?}");
+        assert_eq!(reply.last()["id"], json!(id), "{reply:?}");
+        assert_eq!(reply.last()["error"]["code"], json!(-32020), "{reply:?}");
+    }
+    assert_eq!(
+        upstream
+            .received_since(from)
+            .iter()
+            .filter(|r| r.method.as_deref() == Some("tools/call"))
+            .count(),
+        0,
+        "no refused call reached the upstream"
+    );
+    for (id, value) in [(4, "Hello"), (5, "=?base64?SGVsbG8=?=")] {
+        let reply = post_with(&url, None, &header(value), &body(id)).await;
+        assert_eq!(reply.status, 200, "{id}: {reply:?}");
+        assert!(reply.last()["result"].is_object(), "{reply:?}");
+    }
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert_eq!(
+        berth_tests::proxy::sample(
+            &metrics,
+            r#"berth_proxy_invalid_messages_total{reason="header_mismatch"}"#
+        ),
+        3.0,
+        "{metrics}"
+    );
     proxy.shutdown().await;
 }
 

@@ -76,13 +76,26 @@ pub async fn handle(proxy: &Arc<Proxy>, headers: &HeaderMap, message: Message) -
             &format!("{method} is not part of MCP {version}"),
         );
     }
+    if method == "tools/call"
+        && let Some(tool) = body.pointer("/params/name").and_then(Value::as_str)
+        && let Err(refusal) =
+            headers::check_params(headers, &body, &proxy.upstream.param_headers(tool))
+    {
+        proxy
+            .metrics
+            .invalid_messages
+            .with_label_values(&[refusal.reason()])
+            .inc();
+        return refusal.answer(&id);
+    }
     let json_only = !super::accepts_sse(headers);
     let params = param_headers(headers);
     request(proxy, version, id, method, body, json_only, params).await
 }
 
 /// The request's `Mcp-Param-*` headers (SEP-2243: tool arguments mirrored in headers), passed
-/// to a modern upstream, which checks them against the body.
+/// to a modern upstream, which checks them against the body too (the proxy checked the ones
+/// the last tool listing declared, [`headers::check_params`]).
 fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
     headers
         .iter()
@@ -317,6 +330,7 @@ async fn shape(
             });
             Answer::Stream(shaped)
         }
-        Answer::Accepted => Answer::Accepted,
+        // Only a legacy session's streams are carried as resumable events.
+        other @ (Answer::Accepted | Answer::Events(_)) => other,
     }
 }

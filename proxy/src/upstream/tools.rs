@@ -12,6 +12,8 @@ use berth_crds::DriftPolicy;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use super::param_headers::{self, ParamHeader};
+
 /// Tool name -> `inputSchema`.
 pub type Tools = BTreeMap<String, Value>;
 
@@ -21,6 +23,7 @@ pub struct Catalog {
     baseline: Option<Tools>,
     current: Tools,
     read_only: BTreeSet<String>,
+    param_headers: BTreeMap<String, Vec<ParamHeader>>,
     drifted: BTreeSet<String>,
     missing: Vec<String>,
     pinned: Option<String>,
@@ -51,6 +54,12 @@ impl Catalog {
                 Some((name, schema))
             })
             .collect();
+        self.param_headers = self
+            .current
+            .iter()
+            .map(|(name, schema)| (name.clone(), param_headers::declared(schema)))
+            .filter(|(_, declared)| !declared.is_empty())
+            .collect();
         if let Some(pinned) = &self.pinned {
             // A pinned fingerprint is the baseline: any other listing blocks every tool.
             self.drifted = if fingerprint(&self.current) == *pinned {
@@ -78,6 +87,11 @@ impl Catalog {
     /// Whether the last listing annotated `tool` with `readOnlyHint: true`.
     pub fn is_read_only(&self, tool: &str) -> bool {
         self.read_only.contains(tool)
+    }
+
+    /// The `x-mcp-header` arguments of `tool` in the last listing.
+    pub fn param_headers(&self, tool: &str) -> &[ParamHeader] {
+        self.param_headers.get(tool).map_or(&[], Vec::as_slice)
     }
 
     /// Records the allowed tools the last listing lacked (`tools.allow`).

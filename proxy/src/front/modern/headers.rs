@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS};
 use crate::jsonrpc::{self, WireMessage};
+use crate::upstream::param_headers::ParamHeader;
 
 /// Why a modern request is refused: every variant is a 400 with a JSON-RPC error.
 #[derive(Debug, PartialEq, Eq)]
@@ -117,6 +118,74 @@ pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Re
     Ok(version)
 }
 
+/// Checks a `tools/call`'s `Mcp-Param-*` headers against its `arguments`, for the arguments
+/// the tool's listing annotated with `x-mcp-header` (`declared`; "Custom Headers", SEP-2243):
+/// an argument present (and not null) needs its header, decoded equal to it (a string as is, a
+/// number by value, a boolean as `true` / `false`); an absent or null one needs the header
+/// absent. Values that are objects or arrays cannot be mirrored and are not checked.
+///
+/// # Errors
+/// [`Refusal::HeaderMismatch`] (-32020) naming the header, for a missing, extra, undecodable or
+/// different header.
+pub fn check_params(
+    headers: &HeaderMap,
+    body: &WireMessage,
+    declared: &[ParamHeader],
+) -> Result<(), Refusal> {
+    let arguments = body.pointer("/params/arguments");
+    for param in declared {
+        let value = param.value(arguments).filter(|v| !v.is_null());
+        let raw = headers.get(param.header.as_str());
+        let argument = format!("arguments.{}", param.path.join("."));
+        let header = raw.map(|raw| raw.to_str().ok().and_then(|v| decode(v.trim())));
+        match (value, header) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(mismatch(&format!(
+                    "the {} header is required: the body has {argument}",
+                    param.header
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(mismatch(&format!(
+                    "the {} header is sent but the body has no {argument}",
+                    param.header
+                )));
+            }
+            (Some(_), Some(None)) => {
+                return Err(mismatch(&format!(
+                    "the {} header is not a valid value",
+                    param.header
+                )));
+            }
+            (Some(value), Some(Some(header))) if !mirrors(&header, value) => {
+                return Err(mismatch(&format!(
+                    "{} header value {header:?} does not match body value {value}",
+                    param.header
+                )));
+            }
+            (Some(_), Some(Some(_))) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether header text `header` mirrors the argument `value`.
+fn mirrors(header: &str, value: &Value) -> bool {
+    match value {
+        Value::String(text) => header == text,
+        Value::Bool(flag) => header == if *flag { "true" } else { "false" },
+        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
+            (Some(n), _) => header.parse::<i64>() == Ok(n),
+            (None, Some(n)) => header.parse::<u64>() == Ok(n),
+            _ => header
+                .parse::<f64>()
+                .is_ok_and(|h| number.as_f64() == Some(h)),
+        },
+        Value::Null | Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
 fn missing(key: &str) -> Refusal {
     Refusal::InvalidParams(format!(
         "params._meta[{key:?}] is required on every MCP 2026-07-28 request"
@@ -219,6 +288,74 @@ mod tests {
                 refusal.reason(),
                 "header_mismatch",
                 "{pairs:?}: {refusal:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn param_headers_must_mirror_annotated_arguments_decoded_and_by_type() {
+        let declared = crate::upstream::param_headers::declared(&json!({"properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "count": {"type": "integer", "x-mcp-header": "Count"},
+            "dry": {"type": "boolean", "x-mcp-header": "Dry"}}}));
+        let body = |arguments: Value| -> WireMessage {
+            json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+                "params":{"name":"t","arguments":arguments}})
+            .into()
+        };
+        let all = json!({"region": "Hello", "count": 3, "dry": false});
+        let good = [
+            ("mcp-param-region", "=?base64?SGVsbG8=?="),
+            ("mcp-param-count", "3"),
+            ("mcp-param-dry", "false"),
+        ];
+        assert_eq!(
+            check_params(&headers(&good), &body(all.clone()), &declared),
+            Ok(())
+        );
+        let literal = [("mcp-param-region", "SGVsbG8=")];
+        assert_eq!(
+            check_params(
+                &headers(&literal),
+                &body(json!({"region": "SGVsbG8="})),
+                &declared
+            ),
+            Ok(()),
+            "no sentinel: the value is literal"
+        );
+        assert_eq!(
+            check_params(&headers(&[]), &body(json!({"region": null})), &declared),
+            Ok(()),
+            "a null argument has no header"
+        );
+        let refused = [
+            (
+                "bad padding",
+                vec![("mcp-param-region", "=?base64?SGVsbG8?=")],
+                all.clone(),
+            ),
+            (
+                "bad chars",
+                vec![("mcp-param-region", "=?base64?SGVs!!!bG8=?=")],
+                all.clone(),
+            ),
+            (
+                "missing",
+                vec![("mcp-param-count", "3"), ("mcp-param-dry", "false")],
+                all.clone(),
+            ),
+            (
+                "other value",
+                vec![good[0], ("mcp-param-count", "4"), good[2]],
+                all.clone(),
+            ),
+            ("extra", vec![("mcp-param-region", "x")], json!({})),
+        ];
+        for (case, pairs, arguments) in refused {
+            let refusal = check_params(&headers(&pairs), &body(arguments), &declared);
+            assert!(
+                matches!(refusal, Err(Refusal::HeaderMismatch(_))),
+                "{case}: {refusal:?}"
             );
         }
     }

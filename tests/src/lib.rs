@@ -4,6 +4,7 @@
 //!
 //! Everything binds 127.0.0.1 only. Every wait has a deadline.
 
+pub mod bench;
 pub mod chaos;
 pub mod cluster;
 pub mod fault;

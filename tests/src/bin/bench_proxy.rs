@@ -1,83 +1,87 @@
-//! `bench_proxy`: prints what the berth proxy costs. Not a test: it measures and prints.
+//! `bench_proxy` (issue 14): the same loads, in one run, against every system a user would put
+//! in front of an MCP server instead of Berth, and against the upstreams directly. Not a test:
+//! it measures and prints.
 //!
-//! Against the in-process fault upstream's `echo` (JSON replies, recording off), it measures:
-//! the latency of one `tools/call` through the proxy and straight to the upstream (p50, p99) at
-//! concurrency 1 and 64, and the difference (the latency the proxy adds); calls per second
-//! through the proxy; and the proxy's resident memory growth per idle downstream session, read
-//! from `/proc/<pid>/status` around opening 1,000 sessions on a fresh proxy process.
+//! Systems (`berth_tests::bench::systems`): direct; Berth `Shared` and `PerClient` and nginx in
+//! front of server-everything over Streamable HTTP and of the Rust fixture; ToolHive's
+//! `thv proxy` in front of server-everything over HTTP; Berth stdio `PerClient`,
+//! `supergateway --stateful`, `mcp-proxy` (TypeScript) and `mcp-proxy` (Python) in front of
+//! server-everything's stdio mode. Loads: closed loop at concurrency 1, 16 and 64; an open loop
+//! of 64 sessions at `--rate` calls per second in total (latency from each call's due time, so
+//! a stall is not hidden); sequential session opens; and 200 sequential calls from Python
+//! `httpx` and from the TypeScript SDK client. Figures: p50/p99 and what each adds over direct,
+//! calls per second, the hop's own CPU per call and its children's apart (`/proc`), its RSS
+//! idle, after the loads and with 1,000 idle sessions (where it does not spawn a server per
+//! session).
 //!
-//! The proxy runs as the real `berth-proxy` binary: `--proxy-bin PATH`, else `$BERTH_PROXY_BIN`,
-//! else the `berth-proxy` beside this program (built with cargo in the same profile when
-//! missing). Everything is on 127.0.0.1; every count is bounded and every wait has a deadline.
-//!
-//! Closed loop (each of `concurrency` workers sends its next call when the last one returns)
-//! saturates this machine at concurrency 64, so the latency the proxy adds there is its CPU cost
-//! times the queue (Little's law), not the cost of one call. An open-loop row adds 64 sessions
-//! sending at a fixed total rate (`--rate`, below saturation), latency measured from each call's
-//! scheduled time so that a stall is not hidden (no coordinated omission).
-//!
-//! Run for meaningful figures: `cargo run --release -p berth-tests --bin bench_proxy`.
-//! Flags: `--requests N` (per run, default 10000), `--sessions N` (default 1000), `--rate N`
-//! (open-loop calls per second, default 2000), `--only-concurrency N` (only the closed loop at
-//! N, to profile one load).
+//! Prints Markdown tables and the targets; `--json PATH` also writes the figures (for
+//! `tests/peers/bench/plot.py`). Run it with `scripts/bench.sh`, which installs the peers.
+//! Flags: `--proxy-bin PATH`, `--requests N` (per load, default 5000), `--rate N` (default
+//! 2000), `--sessions N` (idle sessions, default 1000), `--opens N` (default 50),
+//! `--client-calls N` (default 200), `--only TEXT` (systems whose name contains TEXT, and the
+//! directs), `--json PATH`.
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
+use berth_tests::bench::load::{self, Load};
+use berth_tests::bench::procs::{Usage, usage};
+use berth_tests::bench::report::{IdleSessions, LoadResult, Report, SystemResult};
+use berth_tests::bench::systems::{self, System, Upstream};
+use berth_tests::bench::{clients, targets};
 use berth_tests::fault::FaultUpstream;
-use berth_tests::proxy_process::{ProxyProcess, cpu_seconds, proxy_bin};
-use serde_json::json;
+use berth_tests::proxy_process::proxy_bin;
 
-/// Requests before measuring, per run.
-const WARM_UP: usize = 500;
-/// Deadline for any one request.
-const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
-/// Concurrent handshakes while opening the idle sessions.
-const OPEN_CONCURRENCY: usize = 16;
+/// Settling time before a memory reading.
+const SETTLE: Duration = Duration::from_secs(1);
 
 struct Args {
     proxy_bin: Option<PathBuf>,
     requests: usize,
-    sessions: usize,
     rate: u32,
-    /// Only the closed loop at this concurrency (for profiling one load).
-    only: Option<usize>,
+    sessions: usize,
+    opens: usize,
+    client_calls: usize,
+    only: Option<String>,
+    json: Option<PathBuf>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         proxy_bin: std::env::var_os("BERTH_PROXY_BIN").map(PathBuf::from),
-        requests: 10_000,
-        sessions: 1000,
+        requests: 5000,
         rate: 2000,
+        sessions: 1000,
+        opens: 50,
+        client_calls: 200,
         only: None,
+        json: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
         let value = argv
             .next()
             .with_context(|| format!("{flag} needs a value"))?;
+        let number = |what: &str| value.parse::<usize>().with_context(|| what.to_owned());
         match flag.as_str() {
-            "--proxy-bin" => args.proxy_bin = Some(value.into()),
-            "--requests" => args.requests = value.parse().context("--requests")?,
-            "--sessions" => args.sessions = value.parse().context("--sessions")?,
+            "--proxy-bin" => args.proxy_bin = Some(value.clone().into()),
+            "--requests" => args.requests = number("--requests")?,
             "--rate" => args.rate = value.parse().context("--rate")?,
-            "--only-concurrency" => {
-                args.only = Some(value.parse().context("--only-concurrency")?);
-            }
+            "--sessions" => args.sessions = number("--sessions")?,
+            "--opens" => args.opens = number("--opens")?,
+            "--client-calls" => args.client_calls = number("--client-calls")?,
+            "--only" => args.only = Some(value),
+            "--json" => args.json = Some(value.into()),
             _ => bail!(
-                "unknown flag {flag} (known: --proxy-bin, --requests, --sessions, --rate, \
-                 --only-concurrency)"
+                "unknown flag {flag} (known: --proxy-bin, --requests, --rate, --sessions, \
+                 --opens, --client-calls, --only, --json)"
             ),
         }
     }
     ensure!(args.requests >= 64, "--requests must be at least 64");
     ensure!(args.sessions <= 10_000, "--sessions is capped at 10000");
+    ensure!((1..=1000).contains(&args.opens), "--opens must be 1-1000");
     ensure!(
         (64..=50_000).contains(&args.rate),
         "--rate must be 64-50000"
@@ -85,331 +89,303 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
+/// The systems, in the order they run (each alone on the machine).
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Direct(Upstream),
+    BerthShared(Upstream),
+    BerthPerClient,
+    Nginx(Upstream),
+    ToolHive,
+    BerthStdio,
+    Supergateway,
+    McpProxyTs,
+    McpProxyPython,
+}
+
+const KINDS: [Kind; 12] = [
+    Kind::Direct(Upstream::EverythingHttp),
+    Kind::BerthShared(Upstream::EverythingHttp),
+    Kind::BerthPerClient,
+    Kind::Nginx(Upstream::EverythingHttp),
+    Kind::ToolHive,
+    Kind::BerthStdio,
+    Kind::Supergateway,
+    Kind::McpProxyTs,
+    Kind::McpProxyPython,
+    Kind::Direct(Upstream::Fixture),
+    Kind::BerthShared(Upstream::Fixture),
+    Kind::Nginx(Upstream::Fixture),
+];
+
+impl Kind {
+    /// A name to report when the system cannot start.
+    fn name(self) -> &'static str {
+        match self {
+            Self::Direct(_) => "direct",
+            Self::BerthShared(_) => "berth Shared",
+            Self::BerthPerClient => "berth PerClient",
+            Self::Nginx(_) => "nginx",
+            Self::ToolHive => "ToolHive thv proxy",
+            Self::BerthStdio => "berth stdio PerClient",
+            Self::Supergateway => "supergateway",
+            Self::McpProxyTs => "mcp-proxy (TS)",
+            Self::McpProxyPython => "mcp-proxy (Python)",
+        }
+    }
+
+    fn upstream(self) -> Upstream {
+        match self {
+            Self::Direct(u) | Self::BerthShared(u) | Self::Nginx(u) => u,
+            Self::BerthPerClient | Self::ToolHive => Upstream::EverythingHttp,
+            Self::BerthStdio | Self::Supergateway | Self::McpProxyTs | Self::McpProxyPython => {
+                Upstream::EverythingStdio
+            }
+        }
+    }
+}
+
+struct Upstreams {
+    everything: String,
+    fixture: String,
+}
+
+impl Upstreams {
+    fn url(&self, upstream: Upstream) -> &str {
+        match upstream {
+            Upstream::Fixture => &self.fixture,
+            _ => &self.everything,
+        }
+    }
+}
+
+async fn start(
+    kind: Kind,
+    upstreams: &Upstreams,
+    bin: &std::path::Path,
+    client: &reqwest::Client,
+) -> anyhow::Result<System> {
+    let everything = upstreams.everything.as_str();
+    match kind {
+        Kind::Direct(u) => Ok(System::direct(u, upstreams.url(u))),
+        Kind::BerthShared(u) => {
+            let args = ["--upstream-url", upstreams.url(u), "--strategy", "Shared"];
+            systems::berth(bin, "berth Shared", u, &args, client).await
+        }
+        Kind::BerthPerClient => {
+            let args = [
+                "--upstream-url",
+                everything,
+                "--strategy",
+                "PerClient",
+                "--max-sessions",
+                "2000",
+            ];
+            systems::berth(bin, "berth PerClient", kind.upstream(), &args, client).await
+        }
+        Kind::Nginx(u) => systems::nginx(u, upstreams.url(u)).await,
+        Kind::ToolHive => systems::toolhive(everything).await,
+        Kind::BerthStdio => {
+            let command = systems::berth_stdio_command()?;
+            let args = ["--upstream-command", &command, "--max-sessions", "128"];
+            systems::berth(bin, "berth stdio PerClient", kind.upstream(), &args, client).await
+        }
+        Kind::Supergateway => systems::supergateway().await,
+        Kind::McpProxyTs => systems::mcp_proxy_ts().await,
+        Kind::McpProxyPython => systems::mcp_proxy_python().await,
+    }
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     berth_proxy::install_crypto_provider();
-    let proxy_bin = proxy_bin(args.proxy_bin.clone(), false)?;
-    let upstream = FaultUpstream::builder().record(false).start().await;
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(256)
-        .tcp_nodelay(true)
-        .timeout(REQUEST_DEADLINE)
-        .build()?;
-
-    let profile = if cfg!(debug_assertions) {
-        "debug (figures are not meaningful; use --release)"
-    } else {
-        "release"
+    let bin = proxy_bin(args.proxy_bin.clone(), false)?;
+    let client = load::client()?;
+    let fixture = FaultUpstream::builder().record(false).start().await;
+    let everything = berth_tests::peers::everything().await;
+    let upstreams = Upstreams {
+        everything: everything.url.clone(),
+        fixture: fixture.url.clone(),
     };
-    println!(
-        "bench_proxy: {profile} build, proxy {}",
-        proxy_bin.display()
-    );
-    println!(
-        "tools/call echo, {} requests per run after {WARM_UP} warm-up, keep-alive, loopback",
-        args.requests
-    );
-
-    let proxy = start_proxy(&proxy_bin, &upstream.url, &client).await?;
-    let nginx = start_nginx(&upstream.url).await?;
-    println!();
-    println!(
-        "{:>11} | {:>10} {:>10} {:>8} | {:>10} {:>10} {:>8} | {:>10} {:>10} | {:>14}",
-        "concurrency",
-        "direct p50",
-        "p99",
-        "call/s",
-        "proxy p50",
-        "p99",
-        "call/s",
-        "added p50",
-        "p99",
-        "proxy CPU/call"
-    );
-    let mut peer_rows = Vec::new();
-    let loads = match args.only {
-        Some(concurrency) => vec![(concurrency, None)],
-        None => vec![(1, None), (64, None), (64, Some(args.rate))],
-    };
-    for (concurrency, rate) in loads {
-        let load = Load {
-            concurrency,
+    if cfg!(debug_assertions) {
+        eprintln!("bench_proxy: debug build; figures are not meaningful (use --release)");
+    }
+    eprintln!("bench_proxy: proxy {}", bin.display());
+    let stdio_command = vec![
+        "node".to_owned(),
+        systems::everything_entry()?.display().to_string(),
+        "stdio".to_owned(),
+    ];
+    let loads = [
+        Load {
+            sessions: 1,
             requests: args.requests,
-            rate,
+            rate: None,
+        },
+        Load {
+            sessions: 16,
+            requests: args.requests,
+            rate: None,
+        },
+        Load {
+            sessions: 64,
+            requests: args.requests,
+            rate: None,
+        },
+        Load {
+            sessions: 64,
+            requests: args.requests,
+            rate: Some(args.rate),
+        },
+    ];
+    let mut report = Report {
+        commit: commit(),
+        requests: args.requests,
+        stdio_child_open_p50_ms: clients::stdio_child_open_p50_ms(&stdio_command, 20)
+            .await
+            .map_err(|e| eprintln!("stdio child open: {e:#}"))
+            .ok(),
+        systems: Vec::new(),
+    };
+    for kind in KINDS {
+        let wanted = match (&args.only, kind) {
+            (None, _) | (_, Kind::Direct(_)) => true,
+            (Some(only), kind) => kind.name().contains(only.as_str()),
         };
-        let label = match rate {
-            None => concurrency.to_string(),
-            Some(rate) => format!("{concurrency}@{rate}/s"),
+        if !wanted {
+            continue;
+        }
+        eprintln!(
+            "bench_proxy: {} ({})",
+            kind.name(),
+            kind.upstream().describe()
+        );
+        let result = match start(kind, &upstreams, &bin, &client).await {
+            Ok(system) => match measure(&system, &loads, &args, &client).await {
+                Ok(result) => result,
+                Err(e) => skipped(&system.name, kind.upstream(), &e),
+            },
+            Err(e) => skipped(kind.name(), kind.upstream(), &e),
         };
-        let direct = run(&client, &upstream.url, &load).await?;
-        let proxied = run_through(&client, &proxy.mcp_url, proxy.pid()?, &load).await?;
-        println!("{}", row(&label, &direct, &proxied));
-        // The same load through nginx, right after, against the same direct figures.
-        let via_nginx = run_through(&client, &nginx.mcp_url(), nginx.pid(), &load).await?;
-        peer_rows.push(row(&label, &direct, &via_nginx));
+        report.systems.push(result);
     }
-    println!();
+    report.fill_added();
+    let checks = targets::checks(&report, &loads[3].label());
     println!(
-        "peer: nginx {} (one worker, HTTP/1.1 keep-alive to the upstream), the same loads:",
-        nginx_version()
+        "bench_proxy at {}: tools/call echo, {} calls per load after {} warm-up\n",
+        report.commit,
+        args.requests,
+        load::WARM_UP
     );
-    for line in peer_rows {
-        println!("{line}");
+    println!("{}", report.markdown());
+    println!("\n**Targets (issue 14)**\n\n{}", targets::markdown(&checks));
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({"report": report, "targets": checks});
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("bench_proxy: wrote {}", path.display());
     }
-    drop((proxy, nginx));
-
-    let fresh = start_proxy(&proxy_bin, &upstream.url, &client).await?;
-    let warm = open_sessions(&client, &fresh.mcp_url, 10).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = fresh.rss_kib()?;
-    let idle = open_sessions(&client, &fresh.mcp_url, args.sessions).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = fresh.rss_kib()?;
-    let per_session = (after.saturating_sub(before) as f64 * 1024.0) / args.sessions as f64;
-    println!();
-    println!(
-        "idle sessions: {} opened; proxy RSS {before} KiB -> {after} KiB; {:.0} bytes ({:.2} KiB) per session",
-        args.sessions,
-        per_session,
-        per_session / 1024.0
-    );
-    println!("targets: added p50 <= 0.3 ms, added p99 <= 2 ms, <= 8 KiB per idle session");
-    drop((warm, idle));
     Ok(())
 }
 
-/// One table row: `direct` against `through` (a proxy's figures and its CPU per call).
-fn row(label: &str, direct: &Figures, (through, cpu_per_call): &(Figures, Duration)) -> String {
-    format!(
-        "{label:>11} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} {:>8.0} | {:>10} {:>10} | {:>14}",
-        ms(direct.p50),
-        ms(direct.p99),
-        direct.per_second,
-        ms(through.p50),
-        ms(through.p99),
-        through.per_second,
-        ms_signed(through.p50, direct.p50),
-        ms_signed(through.p99, direct.p99),
-        ms(*cpu_per_call),
-    )
+fn skipped(name: &str, upstream: Upstream, error: &anyhow::Error) -> SystemResult {
+    eprintln!("bench_proxy: {name} not measured: {error:#}");
+    SystemResult {
+        name: name.to_owned(),
+        upstream: Some(upstream),
+        skipped: Some(format!("{error:#}")),
+        ..SystemResult::default()
+    }
 }
 
-/// Runs `load` against `url`, served by the process `pid`, and returns the figures and that
-/// process's CPU time per call.
-async fn run_through(
-    client: &reqwest::Client,
-    url: &str,
-    pid: u32,
-    load: &Load,
-) -> anyhow::Result<(Figures, Duration)> {
-    let before = cpu_seconds(pid)?;
-    let figures = run(client, url, load).await?;
-    let cpu = cpu_seconds(pid)? - before;
-    let per_call = Duration::from_secs_f64(cpu / figures.calls as f64);
-    Ok((figures, per_call))
-}
-
-/// nginx as a plain HTTP reverse proxy in front of `upstream_url` (no MCP awareness): the floor
-/// any HTTP hop on this machine costs.
-async fn start_nginx(upstream_url: &str) -> anyhow::Result<berth_tests::nginx::Nginx> {
-    let url = reqwest::Url::parse(upstream_url)?;
-    let backend = format!(
-        "{}:{}",
-        url.host_str().context("upstream host")?,
-        url.port_or_known_default().context("upstream port")?
-    );
-    Ok(berth_tests::nginx::Nginx::start_with(
-        &[backend],
-        "keepalive 128;",
-        "proxy_http_version 1.1; proxy_set_header Connection \"\";",
-    )
-    .await)
-}
-
-/// `nginx -v` output, or `(version unknown)`.
-fn nginx_version() -> String {
-    std::process::Command::new("/usr/sbin/nginx")
-        .arg("-v")
+/// `git rev-parse --short HEAD`, or `?`.
+fn commit() -> String {
+    std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
         .output()
         .ok()
-        .and_then(|out| String::from_utf8(out.stderr).ok())
-        .and_then(|text| Some(text.trim().rsplit_once(": ")?.1.to_owned()))
-        .unwrap_or_else(|| "(version unknown)".to_owned())
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "?".to_owned(), |s| s.trim().to_owned())
 }
 
-/// A `berth-proxy` process in front of `upstream`, its log on this program's stderr.
-async fn start_proxy(
-    bin: &Path,
-    upstream: &str,
+fn usage_of(system: &System) -> anyhow::Result<Option<Usage>> {
+    system.pid.map(usage).transpose()
+}
+
+async fn measure(
+    system: &System,
+    loads: &[Load],
+    args: &Args,
     client: &reqwest::Client,
-) -> anyhow::Result<ProxyProcess> {
-    let args = [OsString::from("--upstream-url"), OsString::from(upstream)];
-    ProxyProcess::start(bin, &args, &[], Stdio::inherit(), client).await
-}
-
-/// Latency quantiles and rate of one run.
-struct Figures {
-    /// Calls made, warm-up included.
-    calls: usize,
-    p50: Duration,
-    p99: Duration,
-    per_second: f64,
-}
-
-/// One run's shape: `requests` calls (after a warm-up) over `concurrency` sessions, each worker
-/// sequential on its own session; closed loop, or paced to `rate` calls per second in total.
-struct Load {
-    concurrency: usize,
-    requests: usize,
-    rate: Option<u32>,
-}
-
-async fn run(client: &reqwest::Client, url: &str, load: &Load) -> anyhow::Result<Figures> {
-    let concurrency = load.concurrency;
-    let sessions = open_sessions(client, url, concurrency).await?;
-    let ids = Arc::new(AtomicU64::new(1));
-    let warm = WARM_UP.div_ceil(concurrency);
-    let per_worker = load.requests / concurrency;
-    // Open loop: each worker's calls are due every `concurrency / rate` seconds; latency counts
-    // from when a call was due, so a call delayed by the one before it still pays for the wait.
-    let period = load
-        .rate
-        .map(|rate| Duration::from_secs_f64(concurrency as f64 / f64::from(rate)));
-    let started = Instant::now();
-    let mut workers = Vec::new();
-    for (n, session) in sessions.into_iter().enumerate() {
-        let (client, url, ids) = (client.clone(), url.to_owned(), ids.clone());
-        workers.push(tokio::spawn(async move {
-            for _ in 0..warm {
-                call_echo(&client, &url, &session, &ids).await?;
-            }
-            let mut ticks = period.map(|period| {
-                // Spread the workers' phases evenly over one period.
-                let offset = period.mul_f64(n as f64 / concurrency as f64);
-                let mut ticks =
-                    tokio::time::interval_at(tokio::time::Instant::now() + offset, period);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-                ticks
-            });
-            let mut latencies = Vec::with_capacity(per_worker);
-            for _ in 0..per_worker {
-                let due = match ticks.as_mut() {
-                    Some(ticks) => ticks.tick().await.into_std(),
-                    None => Instant::now(),
-                };
-                call_echo(&client, &url, &session, &ids).await?;
-                latencies.push(due.elapsed());
-            }
-            anyhow::Ok(latencies)
-        }));
+) -> anyhow::Result<SystemResult> {
+    let url = system.url.as_str();
+    let mut result = SystemResult {
+        name: system.name.clone(),
+        upstream: Some(system.upstream),
+        ..SystemResult::default()
+    };
+    tokio::time::sleep(SETTLE).await;
+    let idle = usage_of(system)?;
+    result.rss_idle_kib = idle.map(|u| u.own_rss_kib);
+    for load in loads {
+        let sessions = load::open_sessions(client, url, load.sessions).await?;
+        let before = usage_of(system)?;
+        let figures = load::run_on(client, url, &sessions, load).await;
+        let after = usage_of(system)?;
+        load::close_sessions(client, url, &sessions).await;
+        let figures = figures.with_context(|| load.label())?;
+        let cpu = before
+            .zip(after)
+            .map(|(b, a)| (a.own_cpu - b.own_cpu, a.children_cpu - b.children_cpu));
+        if let (Some(idle), Some(after)) = (idle, after)
+            && load.sessions >= 64
+            && load.rate.is_none()
+        {
+            let extra = after.children.saturating_sub(idle.children);
+            result.children_per_session = Some(extra as f64 / load.sessions as f64);
+            result.children_rss_kib_at_peak = Some(after.children_rss_kib);
+        }
+        result.loads.push(LoadResult::new(load, &figures, cpu));
     }
-    let mut latencies = Vec::with_capacity(load.requests);
-    for worker in workers {
-        latencies.extend(worker.await??);
+    tokio::time::sleep(SETTLE * 2).await;
+    result.rss_after_kib = usage_of(system)?.map(|u| u.own_rss_kib);
+    let opens = load::session_opens(client, url, args.opens).await?;
+    result.open_p50_ms = Some(berth_tests::bench::report::ms(opens.p50));
+    result.open_p99_ms = Some(berth_tests::bench::report::ms(opens.p99));
+    result.httpx_p50_ms = external(client_python(), "sequential_httpx.py", url, args).await;
+    result.sdk_p50_ms = external(Some("node".into()), "sequential_sdk.mjs", url, args).await;
+    if system.pid.is_some() && result.children_per_session.is_some_and(|c| c < 0.5) {
+        let warm = load::open_sessions(client, url, 10).await?;
+        tokio::time::sleep(SETTLE).await;
+        let before = usage_of(system)?.map_or(0, |u| u.own_rss_kib);
+        let idle = load::open_sessions(client, url, args.sessions).await?;
+        tokio::time::sleep(SETTLE).await;
+        let after = usage_of(system)?.map_or(0, |u| u.own_rss_kib);
+        load::close_sessions(client, url, &idle).await;
+        load::close_sessions(client, url, &warm).await;
+        result.idle_sessions = Some(IdleSessions {
+            count: args.sessions,
+            rss_before_kib: before,
+            rss_after_kib: after,
+        });
     }
-    let elapsed = started.elapsed();
-    latencies.sort_unstable();
-    let total = (per_worker + warm) * concurrency;
-    Ok(Figures {
-        calls: total,
-        p50: quantile(&latencies, 0.50),
-        p99: quantile(&latencies, 0.99),
-        per_second: total as f64 / elapsed.as_secs_f64(),
-    })
+    Ok(result)
 }
 
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
-    sorted.get(index).copied().unwrap_or_default()
+/// The bench venv's python (it has `httpx`), if installed.
+fn client_python() -> Option<PathBuf> {
+    let cache = std::env::var_os("BERTH_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/berth")))?;
+    let text = std::fs::read_to_string(cache.join("bench-python")).ok()?;
+    Some(PathBuf::from(text.trim()))
 }
 
-async fn call_echo(
-    client: &reqwest::Client,
-    url: &str,
-    session: &str,
-    ids: &AtomicU64,
-) -> anyhow::Result<()> {
-    let id = ids.fetch_add(1, Ordering::Relaxed);
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"message": "bench"}}});
-    let response = post(client, url, Some(session), body.to_string()).await?;
-    let status = response.status();
-    let text = response.text().await?;
-    ensure!(
-        status == 200 && text.contains("\"result\""),
-        "call failed: {status} {text}"
-    );
-    Ok(())
-}
-
-async fn post(
-    client: &reqwest::Client,
-    url: &str,
-    session: Option<&str>,
-    body: String,
-) -> anyhow::Result<reqwest::Response> {
-    let mut request = client
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body);
-    if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-06-18");
-    }
-    Ok(request.send().await?)
-}
-
-/// Opens `count` sessions (`initialize` + `notifications/initialized`), a few at a time.
-async fn open_sessions(
-    client: &reqwest::Client,
-    url: &str,
-    count: usize,
-) -> anyhow::Result<Vec<String>> {
-    let mut sessions = Vec::with_capacity(count);
-    let mut remaining = count;
-    while remaining > 0 {
-        let batch = remaining.min(OPEN_CONCURRENCY);
-        let opened = futures::future::try_join_all((0..batch).map(|_| open_session(client, url)));
-        sessions.extend(opened.await?);
-        remaining -= batch;
-    }
-    Ok(sessions)
-}
-
-async fn open_session(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "bench_proxy", "version": "0"}}});
-    let response = post(client, url, None, init.to_string()).await?;
-    ensure!(
-        response.status() == 200,
-        "initialize: {}",
-        response.status()
-    );
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .context("no Mcp-Session-Id")?
-        .to_owned();
-    response.bytes().await?;
-    let inited = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let response = post(client, url, Some(&session), inited.to_string()).await?;
-    ensure!(
-        response.status() == 202,
-        "initialized: {}",
-        response.status()
-    );
-    Ok(session)
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.3} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn ms_signed(a: Duration, b: Duration) -> String {
-    format!("{:+.3} ms", (a.as_secs_f64() - b.as_secs_f64()) * 1000.0)
+async fn external(program: Option<PathBuf>, script: &str, url: &str, args: &Args) -> Option<f64> {
+    let program = program?;
+    clients::sequential_median_ms(&program, script, url, args.client_calls)
+        .await
+        .map_err(|e| eprintln!("bench_proxy: {script} against {url}: {e:#}"))
+        .ok()
 }

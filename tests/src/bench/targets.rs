@@ -79,7 +79,18 @@ pub fn checks(report: &Report, open: &str) -> Vec<Check> {
             ),
         }
         let open_load = load(shared, open);
+        let direct_open = load(system(report, "direct", upstream), open);
+        let rate = open_load.and_then(|l| l.rate).map_or(0.0, f64::from);
         match open_load.and_then(|l| Some((l.added_p50_ms?, l.added_p99_ms?))) {
+            // An upstream that cannot carry the rate directly measures its own queue.
+            Some(_) if direct_open.is_some_and(|d| d.calls_per_s < 0.95 * rate) => add(
+                format!("open loop {open}: added p50 ≤ 0.15 ms, p99 ≤ 0.5 ms ({where_})"),
+                format!(
+                    "the upstream carried only {:.0} calls/s directly",
+                    direct_open.map_or(0.0, |d| d.calls_per_s)
+                ),
+                None,
+            ),
             Some((p50, p99)) => add(
                 format!("open loop {open}: added p50 ≤ 0.15 ms, p99 ≤ 0.5 ms ({where_})"),
                 format!("{p50:+.3} / {p99:+.3} ms"),

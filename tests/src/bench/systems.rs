@@ -98,12 +98,15 @@ async fn spawn_listening(mut command: Command, port: u16, what: &str) -> anyhow:
         .kill_on_drop(true)
         .spawn()
         .with_context(|| format!("spawn {what}"))?;
-    let spawned = Spawned { child };
+    let mut spawned = Spawned { child };
     let deadline = tokio::time::Instant::now() + START_DEADLINE;
     while tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .is_err()
     {
+        if let Some(status) = spawned.child.try_wait()? {
+            bail!("{what} exited at start ({status}); run it by hand to see why");
+        }
         ensure!(
             tokio::time::Instant::now() < deadline,
             "{what} did not listen on {port} within {START_DEADLINE:?}"

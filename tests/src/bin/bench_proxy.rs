@@ -178,8 +178,9 @@ async fn start(
                 everything,
                 "--strategy",
                 "PerClient",
+                // The most the proxy accepts: room for the 1,000 idle sessions and 10 more.
                 "--max-sessions",
-                "2000",
+                "1024",
             ];
             systems::berth(bin, "berth PerClient", kind.upstream(), &args, client).await
         }

@@ -145,8 +145,11 @@ pub fn everything_entry() -> anyhow::Result<PathBuf> {
     Ok(entry)
 }
 
-/// server-everything's stdio command line, as one string and as words.
-fn everything_stdio() -> anyhow::Result<Vec<String>> {
+/// server-everything's stdio command line, as words.
+///
+/// # Errors
+/// As [`everything_entry`].
+pub fn everything_stdio() -> anyhow::Result<Vec<String>> {
     Ok(vec![
         "node".to_owned(),
         everything_entry()?.display().to_string(),
@@ -369,7 +372,10 @@ pub async fn toolhive(upstream_url: &str) -> anyhow::Result<System> {
 }
 
 /// The path a file under the cache directory names (written by `tests/peers/bench/install.sh`).
-fn marker(name: &str) -> anyhow::Result<PathBuf> {
+///
+/// # Errors
+/// When the file is missing, says the peer is unavailable, or names a path that does not exist.
+pub fn marker(name: &str) -> anyhow::Result<PathBuf> {
     let cache = std::env::var_os("BERTH_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache/berth")))

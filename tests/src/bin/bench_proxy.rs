@@ -213,11 +213,7 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("bench_proxy: debug build; figures are not meaningful (use --release)");
     }
     eprintln!("bench_proxy: proxy {}", bin.display());
-    let stdio_command = vec![
-        "node".to_owned(),
-        systems::everything_entry()?.display().to_string(),
-        "stdio".to_owned(),
-    ];
+    let stdio_command = systems::everything_stdio()?;
     let loads = [
         Load {
             sessions: 1,
@@ -354,7 +350,13 @@ async fn measure(
     let opens = load::session_opens(client, url, args.opens).await?;
     result.open_p50_ms = Some(berth_tests::bench::report::ms(opens.p50));
     result.open_p99_ms = Some(berth_tests::bench::report::ms(opens.p99));
-    result.httpx_p50_ms = external(client_python(), "sequential_httpx.py", url, args).await;
+    result.httpx_p50_ms = external(
+        systems::marker("bench-python").ok(),
+        "sequential_httpx.py",
+        url,
+        args,
+    )
+    .await;
     result.sdk_p50_ms = external(Some("node".into()), "sequential_sdk.mjs", url, args).await;
     if system.pid.is_some() && result.children_per_session.is_some_and(|c| c < 0.5) {
         let warm = load::open_sessions(client, url, 10).await?;
@@ -372,15 +374,6 @@ async fn measure(
         });
     }
     Ok(result)
-}
-
-/// The bench venv's python (it has `httpx`), if installed.
-fn client_python() -> Option<PathBuf> {
-    let cache = std::env::var_os("BERTH_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/berth")))?;
-    let text = std::fs::read_to_string(cache.join("bench-python")).ok()?;
-    Some(PathBuf::from(text.trim()))
 }
 
 async fn external(program: Option<PathBuf>, script: &str, url: &str, args: &Args) -> Option<f64> {

@@ -31,6 +31,9 @@ ARG REVISION=unknown
 COPY --from=binaries /out/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=binaries /out/berth-proxy /usr/local/bin/berth-proxy
 USER 65532:65532
+# mimalloc (the proxy's allocator) commits memory as it is used and gives freed pages back at
+# once: idle RSS stays low and RSS after a load returns near idle (docs/benchmarks.md).
+ENV MIMALLOC_ARENA_EAGER_COMMIT=0 MIMALLOC_PURGE_DELAY=0
 ENTRYPOINT ["/usr/local/bin/berth-proxy"]
 LABEL org.opencontainers.image.title="berth-proxy" \
       org.opencontainers.image.description="The berth MCP proxy; the same static binary is the stdio host (berth-proxy stdio-host) copied into upstream pods." \

@@ -19,7 +19,8 @@ use crate::stdio::{Process, processes};
 const READY_DEADLINE: Duration = Duration::from_secs(30);
 
 /// The proxy binary: `explicit` when given, else `$BERTH_PROXY_BIN`, else the `berth-proxy`
-/// beside this program, built with cargo in the same profile when missing or, with `rebuild`,
+/// beside this program (for a test executable in `target/<profile>/deps`: in the profile's
+/// directory above it), built with cargo in the same profile when missing or, with `rebuild`,
 /// always (a no-op when it is up to date, so the proxy is built from this tree).
 ///
 /// # Errors
@@ -29,7 +30,10 @@ pub fn proxy_bin(explicit: Option<PathBuf>, rebuild: bool) -> anyhow::Result<Pat
         return Ok(path);
     }
     let me = std::env::current_exe().context("current exe")?;
-    let dir = me.parent().context("exe has a directory")?;
+    let mut dir = me.parent().context("exe has a directory")?;
+    if dir.file_name().is_some_and(|name| name == "deps") {
+        dir = dir.parent().context("deps/ has a parent")?;
+    }
     let bin = dir.join("berth-proxy");
     if bin.exists() && !rebuild {
         return Ok(bin);

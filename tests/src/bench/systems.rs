@@ -177,6 +177,7 @@ pub async fn berth(
         .arg(format!("127.0.0.1:{port}"))
         .arg("--admin-listen")
         .arg(format!("127.0.0.1:{admin}"))
+        .envs(image_env()?)
         .env("RUST_LOG", "warn");
     let process = spawn_listening(command, port, name).await?;
     let ready = format!("http://127.0.0.1:{admin}/readyz");
@@ -199,6 +200,30 @@ pub async fn berth(
         format!("http://127.0.0.1:{port}/mcp"),
         process,
     )
+}
+
+/// The environment the proxy image sets (`ENV K=V ...` lines of images/proxy.Dockerfile), so
+/// the benchmark runs the proxy as a pod does.
+///
+/// # Errors
+/// When the Dockerfile cannot be read or an `ENV` word is not `K=V`.
+pub fn image_env() -> anyhow::Result<Vec<(String, String)>> {
+    let path = repo_root().join("images/proxy.Dockerfile");
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    let mut env = Vec::new();
+    for line in text.lines() {
+        let Some(words) = line.strip_prefix("ENV ") else {
+            continue;
+        };
+        for word in words.split_whitespace() {
+            let (key, value) = word
+                .split_once('=')
+                .with_context(|| format!("{}: ENV {word:?} is not K=V", path.display()))?;
+            env.push((key.to_owned(), value.to_owned()));
+        }
+    }
+    Ok(env)
 }
 
 /// The berth stdio command line for server-everything, quoted for `--upstream-command`.

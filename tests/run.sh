@@ -33,6 +33,10 @@ if [[ ! -x /usr/sbin/nginx ]]; then
   apt-get update -q >/dev/null && apt-get install -y -q nginx-light >/dev/null
 fi
 
+step "ORY Hydra (the OAuth 2.1 authorization server of the auth tests; Go, cached)"
+BERTH_HYDRA="$(tests/auth/build.sh | tail -n 1)/hydra"
+export BERTH_HYDRA
+
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
 node_state=$(mktemp -d "${TMPDIR:-/tmp}/berth-node.XXXXXX")

@@ -89,6 +89,7 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         }
         ProxyConfigError::Header(_) => InvalidSpec::new("spec.upstream.headers", err),
         ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
+        ProxyConfigError::DownstreamAuth(_) => InvalidSpec::new("spec.proxy.auth", err),
     }
 }
 

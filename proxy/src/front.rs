@@ -11,7 +11,6 @@ mod body;
 mod client_response;
 mod origin;
 
-pub use auth::BearerToken;
 pub(crate) mod era;
 mod initialize;
 mod modern;
@@ -38,7 +37,7 @@ use crate::upstream::http::SESSION_HEADER;
 /// Largest request body accepted, in bytes (16 MiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// The `/mcp` routes.
+/// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
 pub fn router(proxy: Arc<Proxy>) -> Router {
     Router::new()
         .route(
@@ -51,12 +50,13 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&proxy),
-            auth::require_bearer,
+            auth::require_auth,
         ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&proxy),
             origin::require_allowed_origin,
         ))
+        .merge(auth::metadata_router(&proxy))
         .with_state(proxy)
 }
 

@@ -118,6 +118,8 @@ pub struct Metrics {
     pub stream_resumptions: IntCounterVec,
     /// The `berth_proxy_stdio_*` metrics of stdio upstreams.
     pub stdio: crate::stdio::StdioMetrics,
+    /// The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`).
+    pub auth: crate::auth::AuthMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -375,8 +377,10 @@ impl Metrics {
             stream_resumptions.with_label_values(&[result]);
         }
         let stdio = crate::stdio::StdioMetrics::register(&registry);
+        let auth = crate::auth::AuthMetrics::register(&registry);
         Self {
             stdio,
+            auth,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

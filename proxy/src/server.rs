@@ -47,6 +47,9 @@ pub enum StartError {
     /// An environment setting of the proxy is malformed.
     #[error("invalid environment: {0}")]
     Env(String),
+    /// The OAuth settings of `downstreamAuth` are unusable.
+    #[error("invalid {0}")]
+    Auth(String),
     /// A listen address cannot be bound.
     #[error("failed to bind {addr}")]
     Bind {
@@ -56,6 +59,21 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<crate::auth::AuthConfigError> for StartError {
+    fn from(error: crate::auth::AuthConfigError) -> Self {
+        match error {
+            crate::auth::AuthConfigError::Token(var) => Self::Secret {
+                var,
+                field: "downstreamAuth.bearerTokenEnv",
+                problem: "is unset or empty".to_owned(),
+            },
+            crate::auth::AuthConfigError::OAuth(problem) => {
+                Self::Auth(format!("downstreamAuth.{problem}"))
+            }
+        }
+    }
 }
 
 /// State shared by every handler.
@@ -90,8 +108,9 @@ pub struct Proxy {
     pub max_sessions: usize,
     /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
     pub endpoint: Endpoint,
-    /// `downstreamAuth`: the bearer token clients must present; `None` admits every client.
-    pub downstream_token: Option<crate::front::BearerToken>,
+    /// `downstreamAuth`: the static token or the OAuth resource server clients must satisfy;
+    /// `None` admits every client.
+    pub downstream_auth: Option<crate::auth::DownstreamAuth>,
     /// `requestOrigin`: the `Origin` and `Host` values the MCP endpoint accepts.
     pub request_origin: berth_crds::proxy_config::request_origin::RequestOriginSpec,
 }
@@ -231,11 +250,11 @@ pub async fn start_on(
     let max_call = config.timeouts.max_call()?;
     let idle_timeout = config.session.idle_timeout()?;
     let drain = config.timeouts.drain()?;
-    let (downstream_token, sessions) = downstream_secrets(config, env, idle_timeout)?;
+    let metrics = Arc::new(Metrics::new());
+    let (downstream_auth, sessions) = downstream_secrets(config, env, idle_timeout, &metrics)?;
     // `shutdown` stops the listeners; `upstream_stop` everything behind them, once they ended.
     let shutdown = CancellationToken::new();
     let upstream_stop = CancellationToken::new();
-    let metrics = Arc::new(Metrics::new());
     let endpoint = endpoint(config, env, connect_budget, &metrics)?;
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
     let settings = UpstreamSettings {
@@ -269,7 +288,7 @@ pub async fn start_on(
         tools_policy: config.tools.clone(),
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
-        downstream_token,
+        downstream_auth,
         request_origin: config.request_origin.clone(),
     });
     let mcp_addr = local_addr(&mcp, &config.listen)?;
@@ -297,6 +316,10 @@ pub async fn start_on(
         tokio::spawn(expire_sessions(
             Arc::clone(&proxy),
             idle_timeout,
+            upstream_stop.clone(),
+        )),
+        tokio::spawn(crate::auth::refresh_keys(
+            Arc::clone(&proxy),
             upstream_stop.clone(),
         )),
         tokio::spawn(crate::fanout::run(
@@ -337,20 +360,13 @@ fn downstream_secrets(
     config: &ProxyConfig,
     env: &dyn Fn(&str) -> Option<String>,
     idle_timeout: Duration,
-) -> Result<(Option<crate::front::BearerToken>, Sessions), StartError> {
-    let token = match &config.downstream_auth {
-        None => None,
-        Some(auth) => Some(
-            env(&auth.bearer_token_env)
-                .as_deref()
-                .and_then(crate::front::BearerToken::new)
-                .ok_or_else(|| StartError::Secret {
-                    var: auth.bearer_token_env.clone(),
-                    field: "downstreamAuth.bearerTokenEnv",
-                    problem: "is unset or empty".to_owned(),
-                })?,
-        ),
-    };
+    metrics: &Metrics,
+) -> Result<(Option<crate::auth::DownstreamAuth>, Sessions), StartError> {
+    let auth = config
+        .downstream_auth
+        .as_ref()
+        .map(|auth| crate::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
+        .transpose()?;
     let mut sessions = Sessions::new(idle_timeout);
     if let Some(var) = &config.session_key_env {
         let secret = |problem: String| StartError::Secret {
@@ -363,7 +379,7 @@ fn downstream_secrets(
             .map_err(|short| secret(short.to_string()))?;
         sessions = sessions.with_signer(signer);
     }
-    Ok((token, sessions))
+    Ok((auth, sessions))
 }
 
 /// Environment variable: wait after closing a stdio child's stdin before SIGTERM, and after

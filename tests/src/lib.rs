@@ -8,6 +8,7 @@ pub mod bench;
 pub mod chaos;
 pub mod cluster;
 pub mod fault;
+pub mod hydra;
 pub mod nginx;
 pub mod node;
 pub mod peers;

@@ -16,9 +16,7 @@ const TOKEN: &str = "client-token-7f3a9c";
 
 async fn start_with_token(upstream_url: &str) -> berth_proxy::RunningProxy {
     let mut cfg = config(upstream_url, "60s");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: "BERTH_DOWNSTREAM_TOKEN".to_owned(),
-    });
+    cfg.downstream_auth = Some(DownstreamAuth::bearer("BERTH_DOWNSTREAM_TOKEN"));
     let env: HashMap<&str, &str> = HashMap::from([("BERTH_DOWNSTREAM_TOKEN", TOKEN)]);
     berth_proxy::install_crypto_provider();
     let running = berth_proxy::start_with_env(&cfg, &|var| env.get(var).map(|v| (*v).to_owned()))
@@ -103,9 +101,7 @@ async fn downstream_bearer_token_is_required_on_every_method_and_never_forwarded
 async fn downstream_auth_with_unset_token_variable_is_a_clear_start_error() {
     let upstream = FaultUpstream::start().await;
     let mut cfg = config(&upstream.url, "60s");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: "BERTH_TEST_UNSET_TOKEN".to_owned(),
-    });
+    cfg.downstream_auth = Some(DownstreamAuth::bearer("BERTH_TEST_UNSET_TOKEN"));
     for value in [None, Some("   ")] {
         let error = berth_proxy::start_with_env(&cfg, &|_| value.map(str::to_owned))
             .await

@@ -219,7 +219,7 @@ async fn operator_api_full_spec_renders_every_field_and_pods_are_admitted_under_
     assert_eq!(
         config
             .downstream_auth
-            .map(|a| a.bearer_token_env)
+            .and_then(|a| a.bearer_token_env)
             .as_deref(),
         Some("BERTH_DOWNSTREAM_TOKEN")
     );

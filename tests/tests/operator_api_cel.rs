@@ -1,4 +1,4 @@
-//! CEL and schema rules of the McpUpstream API (issues 4 and 5) against the real API server:
+//! CEL and schema rules of the McpUpstream API (issues 4, 5 and 15) against the real API server:
 //! every rejected shape is refused with HTTP 422 and a message naming the field, and the same
 //! shapes within the rules are accepted.
 //!
@@ -6,7 +6,10 @@
 
 use berth_crds::McpUpstream;
 use berth_tests::cluster::{TestNamespace, client, rejected_naming, shared_operator};
-use kube::api::PostParams;
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+
+/// A valid `spec.proxy.auth.oauth` in YAML flow style.
+const OAUTH: &str = "{issuer: 'https://auth.example.com/', audience: 'https://m.example/mcp', requiredScopes: ['mcp:tools'], allowedAlgorithms: [RS256, ES256], jwksRefresh: 10m, clockSkew: 30s}";
 
 const IMAGE: &str = "registry.example/acme/search-mcp@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -160,6 +163,59 @@ async fn operator_api_cel_rejections_name_the_field() {
             ),
             "spec.proxy.requestOrigin.allowedHosts",
         ),
+        (
+            "auth with both",
+            format!(
+                "{}  proxy: {{auth: {{bearerTokenSecretRef: {{name: s, key: k}}, oauth: {OAUTH}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth",
+        ),
+        (
+            "auth with neither",
+            format!("{}  proxy: {{auth: {{}}}}\n", up("")),
+            "spec.proxy.auth",
+        ),
+        (
+            "issuer not a url",
+            format!(
+                "{}  proxy: {{auth: {{oauth: {{issuer: auth.example.com, audience: 'https://m.example/mcp'}}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth.oauth.issuer",
+        ),
+        (
+            "audience with a fragment",
+            format!(
+                "{}  proxy: {{auth: {{oauth: {{issuer: 'https://a.example/', audience: 'https://m.example/mcp#x'}}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth.oauth.audience",
+        ),
+        (
+            "scope with a space",
+            format!(
+                "{}  proxy: {{auth: {{oauth: {{issuer: 'https://a.example/', audience: 'https://m.example/mcp', requiredScopes: ['a b']}}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth.oauth.requiredScopes",
+        ),
+        (
+            "key refresh too often",
+            format!(
+                "{}  proxy: {{auth: {{oauth: {{issuer: 'https://a.example/', audience: 'https://m.example/mcp', jwksRefresh: 1s}}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth.oauth.jwksRefresh",
+        ),
+        (
+            "clock skew too large",
+            format!(
+                "{}  proxy: {{auth: {{oauth: {{issuer: 'https://a.example/', audience: 'https://m.example/mcp', clockSkew: 1h}}}}}}\n",
+                up("")
+            ),
+            "spec.proxy.auth.oauth.clockSkew",
+        ),
     ];
     for (case, spec, field) in &cases {
         assert_rejected(&ns, case, spec, field).await;
@@ -190,6 +246,38 @@ async fn operator_api_cel_rejections_name_the_field() {
         .create(&PostParams::default(), &stdio)
         .await
         .expect("a stdio upstream's unused port does not clash");
+    let oauth = upstream(
+        "oauth",
+        &format!("{}  proxy: {{auth: {{oauth: {OAUTH}}}}}\n", up("")),
+    );
+    ns.api::<McpUpstream>()
+        .create(&PostParams::default(), &oauth)
+        .await
+        .expect("an OAuth resource server within the rules is accepted");
+    // A value the typed client cannot even express: sent untyped, refused by the schema's enum.
+    let raw: DynamicObject = serde_yaml::from_str(&format!(
+        "apiVersion: berth.dev/v1alpha1\nkind: McpUpstream\nmetadata: {{name: hmac}}\nspec:\n{}  proxy: {{auth: {{oauth: {{issuer: 'https://a.example/', audience: 'https://m.example/mcp', allowedAlgorithms: [HS256]}}}}}}\n",
+        up("")
+    ))
+    .expect("untyped fixture parses");
+    let untyped: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns.name,
+        &ApiResource::erase::<McpUpstream>(&()),
+    );
+    match untyped.create(&PostParams::default(), &raw).await {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 422, "{status:?}");
+            assert!(
+                status
+                    .message
+                    .contains("spec.proxy.auth.oauth.allowedAlgorithms")
+                    && status.message.contains("HS256"),
+                "{status:?}"
+            );
+        }
+        other => panic!("HS256 must be refused by the API server: {other:?}"),
+    }
     assert_rejected(
         &ns,
         "http port clash",

@@ -96,7 +96,7 @@ fn build_full_spec_proxy_gets_client_token_and_session_key_from_secrets() {
     assert_eq!(
         config
             .downstream_auth
-            .map(|a| a.bearer_token_env)
+            .and_then(|a| a.bearer_token_env)
             .as_deref(),
         Some("BERTH_DOWNSTREAM_TOKEN")
     );
@@ -109,6 +109,27 @@ fn build_full_spec_proxy_gets_client_token_and_session_key_from_secrets() {
     // The token itself is nowhere in the ConfigMap.
     let text = &children.config_map.data.as_ref().expect("data")[PROXY_CONFIG_KEY];
     assert!(!text.contains("search-clients"), "{text}");
+}
+
+#[test]
+fn build_oauth_spec_renders_the_resource_server_and_no_token_variable() {
+    let yaml = STDIO.replacen(
+        "spec:\n",
+        "spec:\n  proxy:\n    auth:\n      oauth: {issuer: 'https://auth.example.com/', audience: 'https://clock.example.com/mcp', requiredScopes: ['mcp:tools'], allowedAlgorithms: [ES256], jwksRefresh: 10m}\n",
+        1,
+    );
+    let (upstream, children) = build_yaml(&yaml);
+    let config = rendered(&children);
+    let auth = config.downstream_auth.expect("downstreamAuth rendered");
+    assert_eq!(auth.bearer_token_env, None);
+    let wanted = upstream.spec.proxy.auth.and_then(|a| a.oauth);
+    assert_eq!(auth.oauth, wanted, "oauth copied unchanged");
+    assert_eq!(
+        auth.oauth.as_ref().map(|o| o.required_scopes.clone()),
+        Some(vec!["mcp:tools".to_owned()])
+    );
+    let proxy = named(Some(&pod_spec(&children).containers), "proxy");
+    assert_eq!(env_secret(proxy, "BERTH_DOWNSTREAM_TOKEN"), None);
 }
 
 #[test]

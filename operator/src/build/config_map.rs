@@ -70,8 +70,12 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
         tools_probe: spec.tools_probe.clone(),
         timeouts: spec.timeouts.clone(),
         tools: spec.tools.clone(),
-        downstream_auth: spec.proxy.auth.as_ref().map(|_| DownstreamAuth {
-            bearer_token_env: DOWNSTREAM_TOKEN_ENV.to_owned(),
+        downstream_auth: spec.proxy.auth.as_ref().map(|auth| DownstreamAuth {
+            bearer_token_env: auth
+                .bearer_token_secret_ref
+                .as_ref()
+                .map(|_| DOWNSTREAM_TOKEN_ENV.to_owned()),
+            oauth: auth.oauth.clone(),
         }),
         session_key_env: Some(SESSION_KEY_ENV.to_owned()),
         request_origin: spec.proxy.request_origin.clone(),

@@ -222,8 +222,12 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 /// ([`super::config_map::header_env_var`]).
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
-    if let Some(auth) = &spec.proxy.auth {
-        let reference = &auth.bearer_token_secret_ref;
+    if let Some(reference) = spec
+        .proxy
+        .auth
+        .as_ref()
+        .and_then(|a| a.bearer_token_secret_ref.as_ref())
+    {
         env.push(secret_env(
             DOWNSTREAM_TOKEN_ENV.to_owned(),
             SecretKeySelector {

@@ -1,110 +1,191 @@
-//! Client authentication on the MCP endpoint: `Authorization: Bearer <token>` (RFC 6750) with the
-//! token from the environment variable `downstreamAuth.bearerTokenEnv` names (issue 5, issue 7).
+//! Client authentication on the MCP endpoint, as HTTP: every method on `/mcp` (POST, GET,
+//! DELETE) is checked before the body is read, and a refusal carries a JSON-RPC error with id
+//! `null` (the unauthenticated body is never parsed). Issue 5 (static token), issue 15 (OAuth).
 //!
-//! Every method on `/mcp` (POST, GET, DELETE) is checked before the body is read. A missing or
-//! wrong token gets `401 Unauthorized` with `WWW-Authenticate: Bearer realm="berth"` and a
-//! JSON-RPC error body (id `null`: the unauthenticated body is never parsed), and counts as
-//! `berth_proxy_invalid_messages_total{reason="unauthorized"}`. The comparison is constant-time.
-//! The client's `Authorization` header is never forwarded upstream: the upstream credential is
-//! the proxy's own (`upstream.headers`).
+//! - Static token (`downstreamAuth.bearerTokenEnv`): a missing or wrong token gets 401 with
+//!   `WWW-Authenticate: Bearer realm="berth"`.
+//! - OAuth (`downstreamAuth.oauth`; MCP "Authorization", RFC 6750 section 3, RFC 9728 section
+//!   5.1): no token gets 401 with `WWW-Authenticate: Bearer resource_metadata="…"` and the
+//!   required `scope`; an invalid one 401 with `error="invalid_token"` and an
+//!   `error_description`; a valid one without a required scope 403 with
+//!   `error="insufficient_scope"` and the `scope` needed; when the authorization server's keys
+//!   cannot be fetched, 503 with `Retry-After`. The accepted token's [`Principal`] goes into the
+//!   request's extensions.
+//!
+//! Refusals count as `berth_proxy_invalid_messages_total{reason}` with `unauthorized` (401),
+//! `insufficient_scope` (403) or `auth_unavailable` (503). The client's `Authorization` header
+//! is never forwarded upstream.
+//!
+//! Also here: the protected resource metadata routes (RFC 9728 section 3), served without
+//! authentication.
 
 use std::sync::Arc;
 
+use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use berth_crds::proxy_config::oauth::RESOURCE_METADATA_PATH;
 use serde_json::Value;
-use subtle::ConstantTimeEq;
 
+use crate::auth::bearer::bearer_token;
+use crate::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
 use crate::jsonrpc;
 use crate::server::Proxy;
 
-/// The token clients must present. Its `Debug` never shows the value.
-#[derive(Clone)]
-pub struct BearerToken(Vec<u8>);
+/// Seconds a client is told to wait when the authorization server's keys are unavailable.
+const UNAVAILABLE_RETRY_SECS: u32 = 5;
 
-impl std::fmt::Debug for BearerToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BearerToken(<redacted>)")
-    }
-}
-
-impl BearerToken {
-    /// The expected token; `None` when `token` is empty or only whitespace (a configuration
-    /// error the caller reports: an empty token would let anyone in).
-    pub fn new(token: &str) -> Option<Self> {
-        let token = token.trim();
-        (!token.is_empty()).then(|| Self(token.as_bytes().to_vec()))
-    }
-
-    /// Whether `authorization` (the header's value) is `Bearer <this token>`; the scheme is
-    /// case-insensitive (RFC 7235 section 2.1).
-    pub fn admits(&self, authorization: Option<&HeaderValue>) -> bool {
-        let Some(value) = authorization.map(HeaderValue::as_bytes) else {
-            return false;
-        };
-        let Some((scheme, presented)) = split_scheme(value) else {
-            return false;
-        };
-        scheme.eq_ignore_ascii_case(b"bearer") && bool::from(presented.ct_eq(&self.0))
-    }
-}
-
-fn split_scheme(value: &[u8]) -> Option<(&[u8], &[u8])> {
-    let space = value.iter().position(|b| *b == b' ')?;
-    let (scheme, rest) = value.split_at(space);
-    Some((scheme, rest.trim_ascii()))
-}
-
-/// Middleware: lets the request through when the proxy has no token or the client presented it.
-pub async fn require_bearer(
+/// Middleware: lets the request through when the proxy needs no authentication or the client
+/// is authenticated; the OAuth caller's [`Principal`] is added to the request's extensions.
+pub async fn require_auth(
     State(proxy): State<Arc<Proxy>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = &proxy.downstream_token else {
+    // Owned (a cheap clone): no borrow of the request, whose body is not `Sync`, lives across
+    // the await below.
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let authorization = authorization.as_ref();
+    let refusal = match &proxy.downstream_auth {
+        None => None,
+        Some(DownstreamAuth::Bearer(token)) if token.admits(authorization) => None,
+        Some(DownstreamAuth::Bearer(_)) => Some(static_token_refusal()),
+        Some(DownstreamAuth::OAuth(server)) => {
+            let token = authorization.and_then(bearer_token).map(str::to_owned);
+            let verdict = match token {
+                None => Err(Rejection::Missing),
+                Some(token) => server.authenticate(&token).await,
+            };
+            match verdict {
+                Ok(principal) => {
+                    request.extensions_mut().insert::<Principal>(principal);
+                    None
+                }
+                Err(rejection) => Some(oauth_refusal(server, &rejection)),
+            }
+        }
+    };
+    let Some((reason, response)) = refusal else {
         return next.run(request).await;
     };
-    if token.admits(request.headers().get(header::AUTHORIZATION)) {
-        return next.run(request).await;
-    }
     proxy
         .metrics
         .invalid_messages
-        .with_label_values(&["unauthorized"])
+        .with_label_values(&[reason])
         .inc();
-    let body = jsonrpc::error_response(
-        &Value::Null,
-        jsonrpc::INVALID_REQUEST,
-        "missing or invalid bearer token: send Authorization: Bearer <token>",
-        None,
-    );
-    let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"berth\""),
-    );
     response
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn static_token_refusal() -> (&'static str, Response) {
+    let response = refusal(
+        StatusCode::UNAUTHORIZED,
+        "missing or invalid bearer token: send Authorization: Bearer <token>",
+        "Bearer realm=\"berth\"".to_owned(),
+    );
+    ("unauthorized", response)
+}
 
-    #[test]
-    fn bearer_token_admits_only_the_exact_token() {
-        let token = BearerToken::new("s3cret-token").expect("non-empty");
-        let header = |v: &str| HeaderValue::from_str(v).expect("valid header");
-        assert!(token.admits(Some(&header("Bearer s3cret-token"))));
-        assert!(token.admits(Some(&header("bearer s3cret-token"))));
-        assert!(!token.admits(None));
-        assert!(!token.admits(Some(&header("Bearer s3cret-toke"))));
-        assert!(!token.admits(Some(&header("Bearer s3cret-token-longer"))));
-        assert!(!token.admits(Some(&header("Basic s3cret-token"))));
-        assert!(!token.admits(Some(&header("s3cret-token"))));
-        assert!(!token.admits(Some(&header("Bearer"))));
-        assert!(BearerToken::new("  ").is_none());
-        assert_eq!(format!("{token:?}"), "BearerToken(<redacted>)");
+fn oauth_refusal(server: &ResourceServer, rejection: &Rejection) -> (&'static str, Response) {
+    let spec = server.spec();
+    let metadata = format!("resource_metadata=\"{}\"", spec.resource_metadata_url());
+    let scope = |scopes: &[String]| format!("scope=\"{}\"", scopes.join(" "));
+    let mut challenge = vec!["Bearer".to_owned()];
+    let (status, reason, message) = match rejection {
+        Rejection::Missing => {
+            challenge.push(metadata);
+            if !spec.required_scopes.is_empty() {
+                challenge.push(scope(&spec.required_scopes));
+            }
+            let message =
+                "authorization required: send Authorization: Bearer <access token>".to_owned();
+            (StatusCode::UNAUTHORIZED, "unauthorized", message)
+        }
+        Rejection::InvalidToken(why) => {
+            challenge.push("error=\"invalid_token\"".to_owned());
+            challenge.push(format!("error_description=\"{}\"", quoted(why)));
+            challenge.push(metadata);
+            if !spec.required_scopes.is_empty() {
+                challenge.push(scope(&spec.required_scopes));
+            }
+            let message = format!("invalid access token: {why}");
+            (StatusCode::UNAUTHORIZED, "unauthorized", message)
+        }
+        Rejection::InsufficientScope(missing) => {
+            challenge.push("error=\"insufficient_scope\"".to_owned());
+            challenge.push(scope(&spec.required_scopes));
+            challenge.push(format!(
+                "error_description=\"the token lacks scope {}\"",
+                quoted(&missing.join(" "))
+            ));
+            challenge.push(metadata);
+            let message = format!("the access token lacks scope {}", missing.join(" "));
+            (StatusCode::FORBIDDEN, "insufficient_scope", message)
+        }
+        Rejection::Unavailable(why) => {
+            tracing::warn!(%why, "refused a request: the authorization server's keys are unavailable");
+            let message = "the authorization server's signing keys are unavailable; retry later";
+            let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, message, String::new());
+            response.headers_mut().remove(header::WWW_AUTHENTICATE);
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(UNAVAILABLE_RETRY_SECS),
+            );
+            return ("auth_unavailable", response);
+        }
+    };
+    tracing::info!(%message, "refused a request (authorization)");
+    // Parameters are comma-separated after the scheme (RFC 7235 section 2.1).
+    let value = format!("{} {}", challenge[0], challenge[1..].join(", "));
+    (reason, refusal(status, &message, value))
+}
+
+/// A `quoted-string` body: `"` and `\` escaped, control characters dropped (RFC 7230 3.2.6).
+fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars().filter(|c| !c.is_control()) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
     }
+    out
+}
+
+fn refusal(status: StatusCode, message: &str, challenge: String) -> Response {
+    let body = jsonrpc::error_response(&Value::Null, jsonrpc::INVALID_REQUEST, message, None);
+    let mut response = (status, axum::Json(body)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&challenge)
+        && !challenge.is_empty()
+    {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    response
+}
+
+/// The protected resource metadata routes (RFC 9728 section 3.1): the root form and the
+/// path-suffixed form of the configured audience, plus the `/mcp` suffix; empty without OAuth.
+pub fn metadata_router(proxy: &Arc<Proxy>) -> Router<Arc<Proxy>> {
+    let Some(DownstreamAuth::OAuth(server)) = &proxy.downstream_auth else {
+        return Router::new();
+    };
+    let mut paths = vec![
+        RESOURCE_METADATA_PATH.to_owned(),
+        format!("{RESOURCE_METADATA_PATH}{}", berth_crds::MCP_PATH),
+    ];
+    let suffixed = format!("{RESOURCE_METADATA_PATH}{}", server.spec().audience_path());
+    if !paths.contains(&suffixed) {
+        paths.push(suffixed);
+    }
+    let document = server.metadata();
+    let mut router = Router::new();
+    for path in paths {
+        let document = document.clone();
+        router = router.route(&path, get(move || async move { axum::Json(document) }));
+    }
+    router
 }

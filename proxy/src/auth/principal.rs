@@ -1,0 +1,115 @@
+//! Who is calling: the identity a validated access token carries (RFC 9068 section 2.2), as the
+//! front hands it to what runs behind it (per-tool authorization and audit events, issue 15).
+
+use serde::Deserialize;
+
+/// The caller of one request, from its access token's claims.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Principal {
+    /// `sub`: the resource owner, or the client itself under the client-credentials grant.
+    pub subject: Option<String>,
+    /// `client_id` (RFC 9068), else `azp` (OpenID Connect): the OAuth client that asked for the
+    /// token.
+    pub client_id: Option<String>,
+    /// The granted scopes, from `scope` (a space-separated string, RFC 9068 section 2.2.3) or
+    /// `scp` (an array, or a string, as some authorization servers, Hydra among them, write it).
+    pub scopes: Vec<String>,
+    /// `groups` (RFC 9068 section 2.2.3.1, SCIM groups): an array of names, or one name.
+    pub groups: Vec<String>,
+}
+
+impl Principal {
+    /// Whether every scope in `required` was granted; the missing ones otherwise.
+    pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
+        required
+            .iter()
+            .filter(|s| !self.scopes.contains(s))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
+/// The claims the proxy reads; the signature and the registered claims `iss`, `aud`, `exp`,
+/// `nbf` are checked by `jsonwebtoken` before these are used.
+#[derive(Debug, Deserialize)]
+pub(super) struct Claims {
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    client_id: Option<String>,
+    #[serde(default)]
+    azp: Option<String>,
+    #[serde(default)]
+    scope: Option<Words>,
+    #[serde(default)]
+    scp: Option<Words>,
+    #[serde(default)]
+    groups: Option<Words>,
+}
+
+/// A claim written either as one space-separated string or as an array of strings.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Words {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Words {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(text) => text.split_ascii_whitespace().map(str::to_owned).collect(),
+            Self::Many(words) => words,
+        }
+    }
+}
+
+impl From<Claims> for Principal {
+    fn from(claims: Claims) -> Self {
+        let mut scopes: Vec<String> = claims.scope.map(Words::into_vec).unwrap_or_default();
+        for scope in claims.scp.map(Words::into_vec).unwrap_or_default() {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        Self {
+            subject: claims.sub,
+            client_id: claims.client_id.or(claims.azp),
+            scopes,
+            groups: claims.groups.map(Words::into_vec).unwrap_or_default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principal(claims: serde_json::Value) -> Principal {
+        serde_json::from_value::<Claims>(claims)
+            .expect("claims parse")
+            .into()
+    }
+
+    #[test]
+    fn scopes_come_from_scope_strings_and_scp_arrays() {
+        let p = principal(serde_json::json!({
+            "sub": "agent", "client_id": "weather-agent",
+            "scope": "mcp:tools  mcp:read", "scp": ["mcp:read", "mcp:admin"], "groups": "ops"
+        }));
+        assert_eq!(p.subject.as_deref(), Some("agent"));
+        assert_eq!(p.client_id.as_deref(), Some("weather-agent"));
+        assert_eq!(p.scopes, ["mcp:tools", "mcp:read", "mcp:admin"]);
+        assert_eq!(p.groups, ["ops"]);
+        let required = vec!["mcp:tools".to_owned(), "mcp:write".to_owned()];
+        assert_eq!(p.missing_scopes(&required), ["mcp:write"]);
+    }
+
+    #[test]
+    fn azp_names_the_client_when_client_id_is_absent() {
+        let p = principal(serde_json::json!({ "azp": "spa", "scp": "a b" }));
+        assert_eq!(p.client_id.as_deref(), Some("spa"));
+        assert_eq!(p.scopes, ["a", "b"]);
+        assert!(p.subject.is_none());
+    }
+}

@@ -1,0 +1,253 @@
+//! The proxy as an OAuth 2.1 resource server (`downstreamAuth.oauth`; MCP "Authorization",
+//! issue 15) against a real authorization server the test starts: ORY Hydra issuing JWT access
+//! tokens by the client-credentials grant. A real MCP client (rmcp) calls with Hydra's tokens;
+//! raw HTTP checks each refusal's status and `WWW-Authenticate` parameters, which clients need
+//! to re-authenticate; a recording fault upstream shows the client's token never goes upstream.
+
+use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
+use berth_crds::{DownstreamAuth, DurationString};
+use berth_tests::fault::FaultUpstream;
+use berth_tests::hydra::Hydra;
+use berth_tests::proxy::{config, sample, scrape, start_ready};
+use berth_tests::rmcp_client;
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+
+const AGENT: (&str, &str) = ("berth-agent", "agent-secret-0123456789");
+const READER: (&str, &str) = ("berth-reader", "reader-secret-0123456789");
+
+/// A proxy on a known port whose audience is its own `/mcp` URL, in front of `upstream_url`,
+/// accepting `hydra`'s tokens with scope `mcp:tools`.
+async fn oauth_proxy(
+    hydra: &Hydra,
+    upstream_url: &str,
+    jwks_refresh: &str,
+) -> (berth_proxy::RunningProxy, String) {
+    let port = berth_tests::free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let mut cfg = config(upstream_url, "30s");
+    cfg.listen = format!("127.0.0.1:{port}");
+    cfg.downstream_auth = Some(DownstreamAuth {
+        bearer_token_env: None,
+        oauth: Some(OAuthSpec {
+            issuer: hydra.issuer.clone(),
+            audience: audience.clone(),
+            required_scopes: vec!["mcp:tools".into()],
+            allowed_algorithms: all_algorithms(),
+            jwks_refresh: Some(DurationString::new(jwks_refresh)),
+            clock_skew: None,
+        }),
+    });
+    (start_ready(&cfg).await, audience)
+}
+
+/// An rmcp client sending `token` lists the tools and calls `echo`.
+async fn call_echo_with(url: &str, token: &str, message: &str) {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()).auth_header(token),
+    );
+    let client = ().serve(transport).await.expect("rmcp client connects");
+    let tools = client.list_all_tools().await.expect("tools/list");
+    assert!(tools.iter().any(|tool| tool.name == "echo"), "{tools:?}");
+    let result = rmcp_client::call_tool(&client, "echo", json!({"message": message})).await;
+    let text = serde_json::to_string(&result.content).expect("content");
+    assert!(text.contains(message), "{text}");
+    client.cancel().await.expect("client closes");
+}
+
+/// POSTs an `initialize` with `authorization` (if any); returns status, `WWW-Authenticate` and
+/// the JSON body.
+async fn post_initialize(url: &str, authorization: Option<&str>) -> (u16, String, Value) {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}});
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&init);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    let reply = request.send().await.expect("POST");
+    let status = reply.status().as_u16();
+    let challenge = reply
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().expect("ascii").to_owned())
+        .unwrap_or_default();
+    let body = reply.json().await.unwrap_or(Value::Null);
+    (status, challenge, body)
+}
+
+#[tokio::test]
+async fn oauth_hydra_tokens_are_accepted_and_every_refusal_says_how_to_authenticate() {
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    // The audience is the proxy's own URL, so Hydra's clients are registered once it is up.
+    let hydra = Hydra::start().await;
+    let (proxy, audience) = oauth_proxy(&hydra, &upstream.url, "5m").await;
+    hydra
+        .create_client(
+            AGENT.0,
+            AGENT.1,
+            "mcp:tools profile",
+            &[&audience, "https://elsewhere.example/mcp"],
+        )
+        .await;
+    hydra
+        .create_client(READER.0, READER.1, "profile", &[&audience])
+        .await;
+    let url = audience.clone();
+    let metadata_url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        proxy.mcp_addr
+    );
+
+    // A valid token from Hydra: a real client works end to end.
+    let token = hydra.token(AGENT.0, AGENT.1, "mcp:tools", &audience).await;
+    call_echo_with(&url, &token, "hello through oauth").await;
+
+    // No token: 401 naming the metadata and the scope, and a JSON-RPC error.
+    let (status, challenge, body) = post_initialize(&url, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(
+        challenge,
+        format!("Bearer resource_metadata=\"{metadata_url}\", scope=\"mcp:tools\"")
+    );
+    assert_eq!(body["error"]["code"], json!(-32600), "{body}");
+
+    // Not a JWT, and a real token for another audience: 401 invalid_token, with the metadata.
+    let other = hydra
+        .token(
+            AGENT.0,
+            AGENT.1,
+            "mcp:tools",
+            "https://elsewhere.example/mcp",
+        )
+        .await;
+    for (case, value) in [
+        ("garbage", "Bearer not-a-jwt".to_owned()),
+        ("other audience", format!("Bearer {other}")),
+    ] {
+        let (status, challenge, body) = post_initialize(&url, Some(&value)).await;
+        assert_eq!(status, 401, "{case}: {body}");
+        assert!(
+            challenge.starts_with("Bearer error=\"invalid_token\", error_description=\""),
+            "{case}: {challenge}"
+        );
+        assert!(
+            challenge.contains(&format!("resource_metadata=\"{metadata_url}\""))
+                && challenge.contains("scope=\"mcp:tools\""),
+            "{case}: {challenge}"
+        );
+    }
+
+    // A valid token without the required scope: 403 insufficient_scope naming it.
+    let reader = hydra.token(READER.0, READER.1, "profile", &audience).await;
+    let (status, challenge, body) = post_initialize(&url, Some(&format!("Bearer {reader}"))).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"mcp:tools\"")
+            && challenge.contains(&format!("resource_metadata=\"{metadata_url}\"")),
+        "{challenge}"
+    );
+
+    // The protected resource metadata, unauthenticated, at both well-known forms.
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let document: Value = reqwest::get(format!("http://{}{path}", proxy.mcp_addr))
+            .await
+            .expect("GET metadata")
+            .error_for_status()
+            .expect("metadata is served without a token")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(document["resource"], json!(audience), "{path}: {document}");
+        assert_eq!(
+            document["authorization_servers"],
+            json!([hydra.issuer]),
+            "{path}: {document}"
+        );
+        assert_eq!(document["scopes_supported"], json!(["mcp:tools"]));
+        assert_eq!(document["bearer_methods_supported"], json!(["header"]));
+    }
+
+    let metrics = scrape(&proxy).await;
+    let count = |reason: &str| {
+        sample(
+            &metrics,
+            &format!("berth_proxy_invalid_messages_total{{reason=\"{reason}\"}}"),
+        )
+    };
+    assert_eq!(count("unauthorized"), 3.0, "{metrics}");
+    assert_eq!(count("insufficient_scope"), 1.0, "{metrics}");
+    // The upstream never sees a client's token or its Authorization header.
+    let received = upstream.handle().received();
+    assert!(
+        !received.is_empty(),
+        "the accepted calls reached the upstream"
+    );
+    for request in received {
+        assert!(
+            request
+                .headers
+                .iter()
+                .all(|(name, value)| name != "authorization"
+                    && !value.contains(&token)
+                    && !value.contains(&reader)),
+            "client credential forwarded upstream: {:?}",
+            request.headers
+        );
+    }
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn oauth_issuer_key_rotation_keeps_calls_working_without_a_restart() {
+    let upstream = FaultUpstream::start().await;
+    let hydra = Hydra::start().await;
+    // A long scheduled refresh: only a token's unknown `kid` can make the proxy learn the key.
+    let (proxy, audience) = oauth_proxy(&hydra, &upstream.url, "24h").await;
+    hydra
+        .create_client("rotating-agent", AGENT.1, "mcp:tools", &[&audience])
+        .await;
+    let before = hydra
+        .token("rotating-agent", AGENT.1, "mcp:tools", &audience)
+        .await;
+    call_echo_with(&audience, &before, "before rotation").await;
+    let fetches = |metrics: &str| sample(metrics, r#"berth_proxy_jwks_fetches_total{result="ok"}"#);
+    let fetched_before = fetches(&scrape(&proxy).await);
+
+    hydra.rotate_access_token_keys("berth-test-rotated").await;
+    let after = hydra
+        .token("rotating-agent", AGENT.1, "mcp:tools", &audience)
+        .await;
+    assert_eq!(
+        kid(&after),
+        "berth-test-rotated",
+        "Hydra signs with the new key"
+    );
+    assert_ne!(kid(&before), kid(&after));
+    call_echo_with(&audience, &after, "after rotation").await;
+    // Tokens signed before the rotation stay valid while the issuer still publishes their key.
+    call_echo_with(&audience, &before, "old token after rotation").await;
+
+    let metrics = scrape(&proxy).await;
+    assert!(
+        fetches(&metrics) > fetched_before,
+        "the unknown kid made the proxy fetch the keys again: {metrics}"
+    );
+    proxy.shutdown().await;
+}
+
+/// The `kid` of a JWT's header.
+fn kid(token: &str) -> String {
+    let header = token.split('.').next().expect("a JWT has a header");
+    let header =
+        jsonwebtoken::decode_header(token).unwrap_or_else(|err| panic!("header {header}: {err}"));
+    header.kid.expect("Hydra's tokens name their key")
+}

@@ -50,6 +50,7 @@ use session::SessionSettings;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.proxy) || (has(self.upstream.transport) && self.upstream.transport == 'Stdio') || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
+#[x_kube(validation = Rule::new("!has(self.tools) || !has(self.tools.grants) || (has(self.proxy) && has(self.proxy.auth) && has(self.proxy.auth.oauth))").message("spec.tools.grants needs spec.proxy.auth.oauth: grants match the claims of OAuth access tokens"))]
 pub struct McpUpstreamSpec {
     /// The upstream MCP server: its image, transport and how it listens.
     pub upstream: UpstreamSpec,

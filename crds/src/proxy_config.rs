@@ -189,6 +189,11 @@ pub enum ProxyConfigError {
     /// field is unusable.
     #[error("invalid downstreamAuth: {0}")]
     DownstreamAuth(String),
+    /// `tools.grants` without `downstreamAuth.oauth`: there are no claims to match.
+    #[error(
+        "tools.grants needs downstreamAuth.oauth: grants match the claims of OAuth access tokens"
+    )]
+    GrantsNeedOAuth,
     /// The transport is declared in the API but this proxy build does not serve it yet.
     #[error("upstream.transport {0:?} is not supported by this proxy version")]
     UnsupportedTransport(Transport),
@@ -243,6 +248,10 @@ impl ProxyConfig {
         }
         if let Some(finding) = self.tools.check().into_iter().next() {
             return Err(ProxyConfigError::Tools(finding));
+        }
+        let oauth = self.downstream_auth.as_ref().and_then(|a| a.oauth.as_ref());
+        if !self.tools.grants.is_empty() && oauth.is_none() {
+            return Err(ProxyConfigError::GrantsNeedOAuth);
         }
         if let Some(auth) = &self.downstream_auth {
             auth.check()?;
@@ -435,14 +444,17 @@ pub struct ToolsProbeSpec {
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.toolsProbe.interval must be more than 0s and at most 168h"}]))]
     pub interval: DurationString,
     /// What happens when a tool of the baseline (the first listing, or `expectedFingerprint`)
-    /// disappears or changes its `inputSchema`. `FailClosed` (default): calls to that tool get a
-    /// JSON-RPC error (outcome `drift_blocked`) until the listing matches the baseline again.
-    /// `Refresh`: the new listing becomes the baseline.
+    /// disappears or changes its definition: `inputSchema`, `description`, `title`,
+    /// `annotations` or `outputSchema` (a reworded description can smuggle instructions to the
+    /// model). `FailClosed` (default): calls to that tool get a JSON-RPC error (outcome
+    /// `drift_blocked`) until the listing matches the baseline again. `Refresh`: the new
+    /// listing becomes the baseline.
     #[serde(default)]
     pub on_drift: DriftPolicy,
     /// Pins the baseline: `sha256:<64 lowercase hex>` as the proxy reports it on its admin
-    /// `/tools` endpoint. A listing with another fingerprint blocks every tool (with
-    /// `FailClosed`). Default: none (the first listing is the baseline).
+    /// `/tools` endpoint, over every tool's name, `title`, `description`, `inputSchema`,
+    /// `outputSchema` and `annotations`. A listing with another fingerprint blocks every tool
+    /// (with `FailClosed`). Default: none (the first listing is the baseline).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^sha256:[a-f0-9]{64}$"))]
     pub expected_fingerprint: Option<String>,

@@ -1,7 +1,12 @@
 //! The tool surface a proxy exposes (`tools` in the McpUpstream spec and the proxy config):
-//! which upstream tools clients may see and call.
+//! which upstream tools clients may see and call, for everyone (`allow`, `readOnly`) and per
+//! caller ([`grant`]).
+
+pub mod grant;
 
 use std::collections::BTreeSet;
+
+pub use grant::ToolGrant;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -25,6 +30,13 @@ pub struct ToolsPolicySpec {
     /// annotation counts as not read-only. Default `false`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    /// Per-caller grants on the claims of OAuth access tokens (needs
+    /// `spec.proxy.auth.oauth`): when set, each caller sees and may call only the tools a
+    /// grant matching it names, among those `allow` and `readOnly` expose. Default: none
+    /// (every caller gets every exposed tool).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 128))]
+    pub grants: Vec<ToolGrant>,
 }
 
 /// A rule of a tool policy that is broken, or a fact about the upstream that breaks it.
@@ -45,6 +57,19 @@ pub enum PolicyFinding {
     /// An allowed tool that is not annotated read-only while `readOnly` is set.
     #[error("allowed tool {0:?} is not annotated readOnlyHint: true, so readOnly hides it")]
     NotReadOnly(String),
+    /// A grant that names no caller.
+    #[error("tools.grants[{0}] names no caller: set subjects, clientIds, groups or scopes")]
+    GrantWithoutCaller(usize),
+    /// A grant's tool pattern that is not a valid glob.
+    #[error("tools.grants[{index}].tools entry {pattern:?} {why}")]
+    BadGrantPattern {
+        /// Index of the grant.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+        /// Why it is refused.
+        why: String,
+    },
 }
 
 impl ToolsPolicySpec {
@@ -57,8 +82,26 @@ impl ToolsPolicySpec {
         allowed && (!self.read_only || read_only_hint)
     }
 
-    /// Offline checks of the policy itself: empty list, empty names, duplicates.
+    /// Offline checks of the policy itself: empty list, empty names, duplicates, grants
+    /// without a caller or with a pattern that is not a glob.
     pub fn check(&self) -> Vec<PolicyFinding> {
+        let mut findings = self.check_allow();
+        for (index, grant) in self.grants.iter().enumerate() {
+            if grant.names_no_caller() {
+                findings.push(PolicyFinding::GrantWithoutCaller(index));
+            }
+            if let Some((pattern, why)) = grant.bad_pattern() {
+                findings.push(PolicyFinding::BadGrantPattern {
+                    index,
+                    pattern,
+                    why,
+                });
+            }
+        }
+        findings
+    }
+
+    fn check_allow(&self) -> Vec<PolicyFinding> {
         let Some(allow) = &self.allow else {
             return Vec::new();
         };
@@ -108,7 +151,7 @@ mod tests {
     fn allow(names: &[&str]) -> ToolsPolicySpec {
         ToolsPolicySpec {
             allow: Some(names.iter().map(|n| (*n).to_owned()).collect()),
-            read_only: false,
+            ..ToolsPolicySpec::default()
         }
     }
 
@@ -141,6 +184,22 @@ mod tests {
             ]
         );
         assert!(ToolsPolicySpec::default().check().is_empty());
+        let grants: ToolsPolicySpec = serde_yaml::from_str(
+            "{grants: [{tools: [a], scopes: [s]}, {tools: ['*']}, {tools: ['b{'], subjects: [u]}]}",
+        )
+        .expect("parses");
+        assert_eq!(
+            grants.check(),
+            [
+                PolicyFinding::GrantWithoutCaller(1),
+                PolicyFinding::BadGrantPattern {
+                    index: 2,
+                    pattern: "b{".into(),
+                    why: "unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?)"
+                        .into()
+                }
+            ]
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! proxy would refuse. Not responsible for: rules the API server already enforces through the
 //! CRD schema (digest-pinned image, port range); those never reach the operator.
 
-use berth_crds::{McpUpstream, ProxyConfig, ProxyConfigError, Transport};
+use berth_crds::{McpUpstream, PolicyFinding, ProxyConfig, ProxyConfigError, Transport};
 use kube::ResourceExt;
 
 use crate::build::config_map::proxy_config;
@@ -88,8 +88,12 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
             InvalidSpec::new(&format!("spec.{field}"), err)
         }
         ProxyConfigError::Header(_) => InvalidSpec::new("spec.upstream.headers", err),
+        ProxyConfigError::Tools(
+            PolicyFinding::GrantWithoutCaller(_) | PolicyFinding::BadGrantPattern { .. },
+        ) => InvalidSpec::new("spec.tools.grants", err),
         ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
         ProxyConfigError::DownstreamAuth(_) => InvalidSpec::new("spec.proxy.auth", err),
+        ProxyConfigError::GrantsNeedOAuth => InvalidSpec::new("spec.tools.grants", err),
     }
 }
 

@@ -3,6 +3,7 @@
 //! and turns its answer into HTTP; nothing here knows about routes.
 //!
 //! Module map: [`bearer`] (the static token), [`resource_server`] (token validation),
+//! [`grants`] (which tools each caller may use),
 //! [`jwks`] (the authorization server's keys, discovered and cached), [`principal`] (the
 //! caller a token names).
 //!
@@ -10,6 +11,7 @@
 //! token never goes upstream.
 
 pub mod bearer;
+pub mod grants;
 pub mod jwks;
 pub mod principal;
 pub mod resource_server;

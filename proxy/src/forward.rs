@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::answer::Answer;
+use crate::auth::Principal;
 use crate::jsonrpc;
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Era;
@@ -59,6 +60,8 @@ struct Call {
     retry_body: Option<WireMessage>,
     /// Rounds of input bridged so far.
     input_rounds: u32,
+    /// The OAuth caller, for its tool grants (`tools.grants`).
+    caller: Option<Arc<Principal>>,
 }
 
 impl Call {
@@ -110,14 +113,18 @@ impl Call {
     }
 
     /// The final response as the client sees it: [`Self::restore`]d, and for `tools/list`
-    /// without the tools the policy hides (the only rewrite of a result, made only when a tool
-    /// is hidden).
+    /// without the tools the policy hides or the caller's grants do not name (the only rewrite
+    /// of a result, made only when a tool is hidden).
     fn finalize(&self, message: WireMessage) -> WireMessage {
         let mut message = self.restore(message);
         let policy = &self.proxy.tools_policy;
+        let grants = self.proxy.tool_grants.as_ref();
+        let caller = self.caller.as_deref();
         let shown = |tool: &Value| {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            policy.exposes(name, crate::upstream::tools::is_read_only(tool))
+            let read_only = crate::upstream::tools::is_read_only(tool);
+            policy.exposes(name, read_only)
+                && grants.is_none_or(|grants| grants.allows(caller, name, read_only))
         };
         let hides = |message: &WireMessage| {
             message
@@ -215,6 +222,7 @@ pub async fn request(
     method: String,
     mut body: WireMessage,
     json_only: bool,
+    caller: Option<Arc<Principal>>,
 ) -> Answer {
     let started = Instant::now();
     let era = Era::of(&session);
@@ -319,6 +327,28 @@ pub async fn request(
                 json!({ "outcome": Outcome::Rejected.as_label(), "tool": tool }),
             );
         }
+        // A tool the caller's grants do not name is refused for this caller only.
+        if let Some(grants) = &proxy.tool_grants
+            && !grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
+        {
+            session.finish(&id);
+            proxy
+                .metrics
+                .record(&method, Some(tool), Outcome::Denied, started.elapsed(), era);
+            tracing::info!(
+                mcp.session_id = session.id(),
+                tool = %tool,
+                subject = caller.as_ref().and_then(|c| c.subject.as_deref()).unwrap_or_default(),
+                "tools/call denied: no grant for this caller (tools.grants)"
+            );
+            return Answer::error_with_data(
+                StatusCode::OK,
+                &id,
+                jsonrpc::INVALID_PARAMS,
+                &format!("tool {tool:?} is not granted to this caller (tools.grants)"),
+                json!({ "outcome": Outcome::Denied.as_label(), "tool": tool }),
+            );
+        }
         // A drifted tool is blocked.
         if proxy.upstream.is_drifted(tool) {
             session.finish(&id);
@@ -390,6 +420,7 @@ pub async fn request(
         finished: false,
         retry_body,
         input_rounds: 0,
+        caller,
     };
     let mut replayed = false;
     loop {

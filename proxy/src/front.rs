@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Extension, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -27,6 +27,7 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::answer::Answer;
+use crate::auth::Principal;
 use crate::forward;
 use crate::jsonrpc::{self, Invalid, Message};
 use crate::server::Proxy;
@@ -105,7 +106,19 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
 
 /// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
 /// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
-fn live_session(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
+///
+/// A session bound to another OAuth identity is unknown to `caller` too
+/// ([`DownstreamSession::admits`]).
+fn live_session(
+    proxy: &Proxy,
+    id: &str,
+    caller: Option<&Principal>,
+) -> Option<Arc<DownstreamSession>> {
+    let session = live_session_of_anyone(proxy, id)?;
+    session.admits(caller).then_some(session)
+}
+
+fn live_session_of_anyone(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
     if let Some(session) = proxy.sessions.get(id) {
         return Some(session);
     }
@@ -123,8 +136,14 @@ fn live_session(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
 }
 
 async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+    // The caller `auth::require_auth` found in the access token, if OAuth is on.
+    let caller = request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .map(Arc::new);
     match body::read(&proxy, request).await {
-        Ok((headers, body)) => client_message(&proxy, &headers, &body)
+        Ok((headers, body)) => client_message(&proxy, &headers, &body, caller)
             .await
             .into_response(),
         Err(refusal) => refusal,
@@ -132,7 +151,12 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Respo
 }
 
 /// One client message, its body read whole ([`body::read`]).
-async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -> Answer {
+async fn client_message(
+    proxy: &Arc<Proxy>,
+    headers: &HeaderMap,
+    body: &Bytes,
+    caller: Option<Arc<Principal>>,
+) -> Answer {
     if let Some(answer) = bad_headers(proxy, headers) {
         return answer;
     }
@@ -172,11 +196,11 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
         );
     }
     let header = session_header(headers);
-    let live = header.and_then(|header| live_session(proxy, header));
+    let live = header.and_then(|header| live_session(proxy, header, caller.as_deref()));
     if live.is_none() && era::is_modern(headers, &message) {
         // A modern client's stale `Mcp-Session-Id` is ignored (MCP 2026-07-28, "Earlier
         // Streamable HTTP Revisions").
-        return modern::handle(proxy, headers, message).await;
+        return modern::handle(proxy, headers, message, caller).await;
     }
     if let Some(answer) = bad_params(proxy, &message) {
         return answer;
@@ -184,7 +208,7 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
     if let Message::Request { id, method, body } = &message
         && method == "initialize"
     {
-        return initialize::handle(proxy, header, id, body).await;
+        return initialize::handle(proxy, header, id, body, caller.as_deref()).await;
     }
     let request_id = match &message {
         Message::Request { id, .. } | Message::Response { id, .. } => id.clone(),
@@ -216,6 +240,7 @@ async fn client_message(proxy: &Arc<Proxy>, headers: &HeaderMap, body: &Bytes) -
                 method,
                 body,
                 json_only,
+                caller,
             )
             .await;
             match answer {
@@ -452,7 +477,11 @@ async fn notification(
     }
 }
 
-async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+async fn handle_get(
+    State(proxy): State<Arc<Proxy>>,
+    caller: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(refusal) = modern_without_body(&proxy, &headers) {
         return refusal;
     }
@@ -468,7 +497,7 @@ async fn handle_get(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Resp
     if let Some(answer) = unsupported_version(&proxy, &headers, &Value::Null) {
         return answer.into_response();
     }
-    let Some(session) = live_session(&proxy, header) else {
+    let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
         return unknown_session(&proxy, &Value::Null).into_response();
     };
     if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
@@ -527,7 +556,11 @@ fn stream_until_shutdown(
     crate::answer::sse_response(events)
 }
 
-async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response {
+async fn handle_delete(
+    State(proxy): State<Arc<Proxy>>,
+    caller: Option<Extension<Principal>>,
+    headers: HeaderMap,
+) -> Response {
     if let Some(refusal) = modern_without_body(&proxy, &headers) {
         return refusal;
     }
@@ -540,8 +573,16 @@ async fn handle_delete(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> R
         )
         .into_response();
     };
+    // Another identity's session is not this caller's to end: unknown to it.
+    if proxy
+        .sessions
+        .get_quiet(header)
+        .is_some_and(|session| !session.admits(caller.as_deref()))
+    {
+        return unknown_session(&proxy, &Value::Null).into_response();
+    }
     // A signed id from another replica is ended here too, so it is not adopted later.
-    let _ = live_session(&proxy, header);
+    let _ = live_session(&proxy, header, caller.as_deref());
     if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {

@@ -27,11 +27,13 @@ pub enum Outcome {
     Rejected,
     /// The tool drifted from the baseline and `toolsProbe.onDrift` is `FailClosed`.
     DriftBlocked,
+    /// No grant of `tools.grants` names the tool for this caller (issue 15).
+    Denied,
 }
 
 impl Outcome {
     /// Every outcome, in label order.
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Ok,
         Self::ToolError,
         Self::RpcError,
@@ -41,6 +43,7 @@ impl Outcome {
         Self::SessionLost,
         Self::Rejected,
         Self::DriftBlocked,
+        Self::Denied,
     ];
 
     /// The metric label value, e.g. `tool_error`.
@@ -55,6 +58,7 @@ impl Outcome {
             Self::SessionLost => "session_lost",
             Self::Rejected => "rejected",
             Self::DriftBlocked => "drift_blocked",
+            Self::Denied => "denied",
         }
     }
 

@@ -104,6 +104,9 @@ pub struct Proxy {
     pub strategy: SessionStrategy,
     /// `tools`: which upstream tools clients may see and call.
     pub tools_policy: ToolsPolicySpec,
+    /// `tools.grants`, compiled: which of those each OAuth caller may use; `None` without
+    /// grants.
+    pub tool_grants: Option<crate::auth::grants::Grants>,
     /// `session.maxSessions` (`PerClient`).
     pub max_sessions: usize,
     /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
@@ -273,6 +276,8 @@ pub async fn start_on(
         upstream_stop.clone(),
         shutdown.clone(),
     );
+    let tool_grants =
+        crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Auth)?;
     let proxy = Arc::new(Proxy {
         upstream,
         sessions,
@@ -286,6 +291,7 @@ pub async fn start_on(
         draining: AtomicBool::new(false),
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
+        tool_grants,
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
         downstream_auth,

@@ -42,6 +42,8 @@ pub struct DownstreamSession {
     /// A modern request's `Mcp-Param-*` headers (SEP-2243 custom headers mirroring tool
     /// arguments), for a modern upstream to check against the body.
     param_headers: std::sync::OnceLock<Vec<(String, String)>>,
+    /// The OAuth identity the session is bound to ([`DownstreamSession::admits`]).
+    owner: std::sync::OnceLock<String>,
     last_seen: Mutex<Instant>,
     in_flight: Mutex<HashMap<String, InFlight>>,
     server_requests: Mutex<HashMap<String, ServerRequest>>,
@@ -152,6 +154,19 @@ impl DownstreamSession {
     /// Records the `clientInfo` of the client's `initialize` (the first value wins).
     pub fn set_client_info(&self, info: Value) {
         let _ = self.client_info.set(info);
+    }
+
+    /// Whether `caller` may use this session. The first authenticated request binds the session
+    /// to its caller's identity (`sub` and client id), normally the `initialize`; a request
+    /// from any other identity is then treated as naming an unknown session, so a session id
+    /// that leaked is useless to anyone else (MCP "Security Best Practices", session hijacking;
+    /// issue 15). Without OAuth, `caller` is always `None` and every request is admitted.
+    pub fn admits(&self, caller: Option<&crate::auth::Principal>) -> bool {
+        let Some(caller) = caller else {
+            return self.owner.get().is_none();
+        };
+        let identity = caller.identity();
+        *self.owner.get_or_init(|| identity.clone()) == identity
     }
 
     /// Records a modern request's `Mcp-Param-*` headers (set once).
@@ -427,6 +442,7 @@ impl Sessions {
             client_info: std::sync::OnceLock::new(),
             log_level: Mutex::new(None),
             param_headers: std::sync::OnceLock::new(),
+            owner: std::sync::OnceLock::new(),
             last_seen: Mutex::new(Instant::now()),
             in_flight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashMap::new()),

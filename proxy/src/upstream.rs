@@ -301,6 +301,11 @@ impl Upstream {
             .unwrap_or_default()
     }
 
+    /// Whether the last listing annotated `tool` `readOnlyHint: true`.
+    pub fn is_read_only(&self, tool: &str) -> bool {
+        self.catalog.read().is_ok_and(|c| c.is_read_only(tool))
+    }
+
     /// Whether the tool policy exposes `tool` (its `readOnlyHint` from the last listing).
     pub fn exposes(&self, tool: &str) -> bool {
         let read_only = self.catalog.read().is_ok_and(|c| c.is_read_only(tool));

@@ -116,12 +116,12 @@ for want in 'runAsNonRoot: true' 'readOnlyRootFilesystem: true' 'allowPrivilegeE
 done
 # Each alert can be disabled on its own.
 alerts=$(grep -o 'alert: Berth[A-Za-z]*' "$work/monitoring.yaml" | cut -d' ' -f2)
-[[ $(wc -l <<< "$alerts") -eq 7 ]] || fail "expected 7 alerts, got: $alerts"
+[[ $(wc -l <<< "$alerts") -eq 8 ]] || fail "expected 8 alerts, got: $alerts"
 for alert in $alerts; do
   out=$(render "${monitoring[@]}" --api-versions monitoring.coreos.com/v1 \
     --set "monitoring.prometheusRule.alerts.$alert.enabled=false")
   grep -q "alert: $alert\$" <<< "$out" && fail "$alert still rendered when disabled"
-  [[ $(grep -c 'alert: Berth' <<< "$out") -eq 6 ]] || fail "disabling $alert removed other alerts"
+  [[ $(grep -c 'alert: Berth' <<< "$out") -eq 7 ]] || fail "disabling $alert removed other alerts"
 done
 pass "renderings (defaults, monitoring, schema, alert switches)"
 

@@ -5,10 +5,10 @@
 //! to re-authenticate; a recording fault upstream shows the client's token never goes upstream.
 
 use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
-use berth_crds::{DownstreamAuth, DurationString};
+use berth_crds::{DownstreamAuth, DurationString, ToolsPolicySpec};
 use berth_tests::fault::FaultUpstream;
 use berth_tests::hydra::Hydra;
-use berth_tests::proxy::{config, sample, scrape, start_ready};
+use berth_tests::proxy::{call, config, post_with, sample, scrape, start_ready};
 use berth_tests::rmcp_client;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -25,9 +25,26 @@ async fn oauth_proxy(
     upstream_url: &str,
     jwks_refresh: &str,
 ) -> (berth_proxy::RunningProxy, String) {
+    oauth_proxy_with(
+        hydra,
+        upstream_url,
+        jwks_refresh,
+        ToolsPolicySpec::default(),
+    )
+    .await
+}
+
+/// As [`oauth_proxy`], with the tool policy `tools`.
+async fn oauth_proxy_with(
+    hydra: &Hydra,
+    upstream_url: &str,
+    jwks_refresh: &str,
+    tools: ToolsPolicySpec,
+) -> (berth_proxy::RunningProxy, String) {
     let port = berth_tests::free_port();
     let audience = format!("http://127.0.0.1:{port}/mcp");
     let mut cfg = config(upstream_url, "30s");
+    cfg.tools = tools;
     cfg.listen = format!("127.0.0.1:{port}");
     cfg.downstream_auth = Some(DownstreamAuth {
         bearer_token_env: None,
@@ -250,4 +267,114 @@ fn kid(token: &str) -> String {
     let header =
         jsonwebtoken::decode_header(token).unwrap_or_else(|err| panic!("header {header}: {err}"));
     header.kid.expect("Hydra's tokens name their key")
+}
+
+#[tokio::test]
+async fn oauth_tool_grants_give_each_caller_its_tools_and_a_session_stays_with_its_caller() {
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    let hydra = Hydra::start().await;
+    // Hydra's client-credentials tokens name the client as `sub`.
+    let tools: ToolsPolicySpec = serde_yaml::from_str(
+        "{grants: [{tools: [echo], subjects: [grant-agent]}, {tools: ['*'], scopes: ['mcp:admin']}]}",
+    )
+    .expect("grants parse");
+    let (proxy, audience) = oauth_proxy_with(&hydra, &upstream.url, "5m", tools).await;
+    hydra
+        .create_client("grant-agent", AGENT.1, "mcp:tools", &[&audience])
+        .await;
+    hydra
+        .create_client("grant-admin", AGENT.1, "mcp:tools mcp:admin", &[&audience])
+        .await;
+    let agent = hydra
+        .token("grant-agent", AGENT.1, "mcp:tools", &audience)
+        .await;
+    let admin = hydra
+        .token("grant-admin", AGENT.1, "mcp:tools mcp:admin", &audience)
+        .await;
+
+    // Each caller lists its own tools: the agent only echo, the admin every tool.
+    let names = |token: &str| {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(audience.clone()).auth_header(token),
+        );
+        async move {
+            let client = ().serve(transport).await.expect("rmcp client connects");
+            let mut names: Vec<String> = client
+                .list_all_tools()
+                .await
+                .expect("tools/list")
+                .into_iter()
+                .map(|tool| tool.name.to_string())
+                .collect();
+            names.sort();
+            client.cancel().await.expect("client closes");
+            names
+        }
+    };
+    assert_eq!(names(&agent).await, ["echo"]);
+    let everything = names(&admin).await;
+    assert!(
+        everything.len() > 1 && everything.contains(&"slow".to_owned()),
+        "{everything:?}"
+    );
+    call_echo_with(&audience, &agent, "granted").await;
+
+    // A call to a tool the agent has no grant for: a JSON-RPC error, nothing upstream.
+    let bearer = |token: &str| format!("Bearer {token}");
+    let agent_auth = bearer(&agent);
+    let as_agent = [("authorization", agent_auth.as_str())];
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}})
+    .to_string();
+    let opened = post_with(&audience, None, &as_agent, &init).await;
+    let session = opened.session.clone().expect("a session id");
+    let before = upstream.handle().received().len();
+    let denied = post_with(
+        &audience,
+        Some(&session),
+        &as_agent,
+        &call(json!(7), "slow", json!({"ms": 1})),
+    )
+    .await;
+    let error = &denied.last()["error"];
+    assert_eq!(denied.last()["id"], json!(7), "{denied:?}");
+    assert_eq!(error["code"], json!(-32602), "{denied:?}");
+    assert_eq!(error["data"]["outcome"], json!("denied"), "{denied:?}");
+    assert!(
+        upstream.handle().received_since(before).is_empty(),
+        "a denied call reaches nothing upstream"
+    );
+
+    // The agent's session is unknown to the admin, even with a valid token of its own.
+    let admin_auth = bearer(&admin);
+    let as_admin = [("authorization", admin_auth.as_str())];
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let hijack = post_with(&audience, Some(&session), &as_admin, &list).await;
+    assert_eq!(hijack.status, 404, "{hijack:?}");
+    let own = post_with(&audience, Some(&session), &as_agent, &list).await;
+    assert_eq!(own.status, 200, "{own:?}");
+    assert_eq!(
+        own.last()["result"]["tools"].as_array().map(Vec::len),
+        Some(1)
+    );
+    let delete = reqwest::Client::new()
+        .delete(&audience)
+        .header("mcp-session-id", &session)
+        .header("authorization", &admin_auth)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(
+        delete.status(),
+        404,
+        "another identity cannot end the session"
+    );
+    let still = post_with(&audience, Some(&session), &as_agent, &list).await;
+    assert_eq!(still.status, 200, "{still:?}");
+
+    let metrics = scrape(&proxy).await;
+    let denied_calls = r#"berth_proxy_tool_calls_total{outcome="denied",tool="slow"}"#;
+    assert_eq!(sample(&metrics, denied_calls), 1.0, "{metrics}");
+    proxy.shutdown().await;
 }

@@ -616,6 +616,7 @@ async fn operator_api_shipped_examples_are_accepted_and_their_pods_admitted() {
             "time-stdio.yaml",
             include_str!("../../examples/time-stdio.yaml"),
         ),
+        ("oauth.yaml", include_str!("../../examples/oauth.yaml")),
     ] {
         let example: McpUpstream =
             serde_yaml::from_str(text).unwrap_or_else(|err| panic!("{file} parses: {err}"));

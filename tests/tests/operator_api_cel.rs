@@ -216,6 +216,22 @@ async fn operator_api_cel_rejections_name_the_field() {
             ),
             "spec.proxy.auth.oauth.clockSkew",
         ),
+        (
+            "grants without oauth",
+            format!(
+                "{}  tools: {{grants: [{{tools: [echo], subjects: [alice]}}]}}\n",
+                up("")
+            ),
+            "spec.tools.grants",
+        ),
+        (
+            "grant for nobody",
+            format!(
+                "{}  tools: {{grants: [{{tools: [echo]}}]}}\n  proxy: {{auth: {{oauth: {OAUTH}}}}}\n",
+                up("")
+            ),
+            "spec.tools.grants",
+        ),
     ];
     for (case, spec, field) in &cases {
         assert_rejected(&ns, case, spec, field).await;
@@ -248,7 +264,10 @@ async fn operator_api_cel_rejections_name_the_field() {
         .expect("a stdio upstream's unused port does not clash");
     let oauth = upstream(
         "oauth",
-        &format!("{}  proxy: {{auth: {{oauth: {OAUTH}}}}}\n", up("")),
+        &format!(
+            "{}  proxy: {{auth: {{oauth: {OAUTH}}}}}\n  tools: {{grants: [{{tools: ['*'], scopes: ['mcp:admin']}}, {{tools: [search, 'docs_*'], readOnly: true, groups: [support], subjects: [alice]}}]}}\n",
+            up("")
+        ),
     );
     ns.api::<McpUpstream>()
         .create(&PostParams::default(), &oauth)

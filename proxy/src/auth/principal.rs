@@ -19,6 +19,16 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// Who the caller is, as one key: `sub` and the client id. Tokens refreshed by the same
+    /// client for the same subject share it; scopes and groups may differ between them.
+    pub fn identity(&self) -> String {
+        format!(
+            "{}\u{1f}{}",
+            self.subject.as_deref().unwrap_or_default(),
+            self.client_id.as_deref().unwrap_or_default()
+        )
+    }
+
     /// Whether every scope in `required` was granted; the missing ones otherwise.
     pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
         required

@@ -26,6 +26,7 @@ struct Issuer {
     url: String,
     keys: Arc<Mutex<Vec<Jwk>>>,
     fetches: Arc<AtomicUsize>,
+    fetched_at: Arc<Mutex<Vec<std::time::Instant>>>,
     metadata_issuer: Arc<Mutex<Option<String>>>,
 }
 
@@ -34,6 +35,7 @@ struct Served {
     url: String,
     keys: Arc<Mutex<Vec<Jwk>>>,
     fetches: Arc<AtomicUsize>,
+    fetched_at: Arc<Mutex<Vec<std::time::Instant>>>,
     metadata_issuer: Arc<Mutex<Option<String>>>,
 }
 
@@ -47,6 +49,10 @@ async fn metadata(State(s): State<Served>) -> axum::Json<Value> {
 
 async fn jwks(State(s): State<Served>) -> axum::Json<JwkSet> {
     s.fetches.fetch_add(1, Ordering::SeqCst);
+    s.fetched_at
+        .lock()
+        .expect("lock")
+        .push(std::time::Instant::now());
     let keys = s.keys.lock().expect("lock").clone();
     axum::Json(JwkSet { keys })
 }
@@ -60,6 +66,7 @@ async fn issuer() -> Issuer {
         url: url.clone(),
         keys: Arc::default(),
         fetches: Arc::default(),
+        fetched_at: Arc::default(),
         metadata_issuer: Arc::default(),
     };
     let app = Router::new()
@@ -71,6 +78,7 @@ async fn issuer() -> Issuer {
         url,
         keys: served.keys,
         fetches: served.fetches,
+        fetched_at: served.fetched_at,
         metadata_issuer: served.metadata_issuer,
     }
 }
@@ -247,7 +255,6 @@ async fn a_rotated_key_is_fetched_on_its_first_token_and_made_up_kids_are_rate_l
     assert_eq!(issuer.fetches.load(Ordering::SeqCst), 2);
     // Made-up kids right after a fetch: the concurrent ones wait for one fetch together.
     let made_up = sign(RSA_B, Algorithm::RS256, Some("zzz"), &claims(&issuer.url));
-    let started = std::time::Instant::now();
     let verdicts = futures::future::join_all((0..5).map(|_| server.authenticate(&made_up))).await;
     for verdict in verdicts {
         assert!(invalid(verdict).contains("no signing key"));
@@ -262,11 +269,16 @@ async fn a_rotated_key_is_fetched_on_its_first_token_and_made_up_kids_are_rate_l
         assert!(invalid(server.authenticate(&made_up).await).contains("no signing key"));
     }
     assert_eq!(issuer.fetches.load(Ordering::SeqCst), 5);
-    assert!(
-        started.elapsed() >= Duration::from_millis(3 * 200 - 50),
-        "fetches were at least the interval apart: {:?}",
-        started.elapsed()
-    );
+    // The issuer saw fetches 3, 4 and 5 at least the interval apart (less the time a request
+    // takes to arrive; without the limit they would be a few milliseconds apart).
+    let at = issuer.fetched_at.lock().expect("lock").clone();
+    for pair in at[2..].windows(2) {
+        let gap = pair[1] - pair[0];
+        assert!(
+            gap >= Duration::from_millis(150),
+            "fetches at least the interval apart: {gap:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -321,6 +333,7 @@ async fn unreachable_or_mismatched_issuer_metadata_is_unavailable_not_invalid() 
         url: format!("http://{}/", closed.local_addr().expect("addr")),
         keys: Arc::default(),
         fetches: Arc::default(),
+        fetched_at: Arc::default(),
         metadata_issuer: Arc::default(),
     };
     drop(closed);

@@ -24,9 +24,15 @@ use crate::upstream::Unavailable;
 /// the request id, leaving the session intact (field case BR-01). A header naming an unknown
 /// session gets 404. Otherwise a new downstream session is created and announced in
 /// `Mcp-Session-Id`.
-pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Value) -> Answer {
+pub async fn handle(
+    proxy: &Proxy,
+    header: Option<&str>,
+    id: &Value,
+    body: &Value,
+    caller: Option<&crate::auth::Principal>,
+) -> Answer {
     if let Some(header) = header {
-        if super::live_session(proxy, header).is_some() {
+        if super::live_session(proxy, header, caller).is_some() {
             return refused(
                 proxy,
                 "reinitialize",
@@ -96,6 +102,8 @@ pub async fn handle(proxy: &Proxy, header: Option<&str>, id: &Value, body: &Valu
     if let Some(info) = client_info {
         session.set_client_info(info);
     }
+    // Binds the new session to its caller's identity (always admitted: it has none yet).
+    let _ = session.admits(caller);
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
     }

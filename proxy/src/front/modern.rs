@@ -21,6 +21,7 @@ use tokio::sync::mpsc;
 
 use super::refused;
 use crate::answer::Answer;
+use crate::auth::Principal;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
 use crate::jsonrpc::{self, Message, WireMessage};
 use crate::outcome::Outcome;
@@ -40,7 +41,12 @@ const REMOVED_METHODS: [&str; 5] = [
 ];
 
 /// One modern client message (its body already classified and checked for duplicate members).
-pub async fn handle(proxy: &Arc<Proxy>, headers: &HeaderMap, message: Message) -> Answer {
+pub async fn handle(
+    proxy: &Arc<Proxy>,
+    headers: &HeaderMap,
+    message: Message,
+    caller: Option<Arc<Principal>>,
+) -> Answer {
     let id = match &message {
         Message::Request { id, .. } => id.clone(),
         Message::Response { .. } | Message::Notification { .. } => Value::Null,
@@ -90,7 +96,25 @@ pub async fn handle(proxy: &Arc<Proxy>, headers: &HeaderMap, message: Message) -
     }
     let json_only = !super::accepts_sse(headers);
     let params = param_headers(headers);
-    request(proxy, version, id, method, body, json_only, params).await
+    let request = ModernRequest {
+        version,
+        id,
+        method,
+        body,
+        json_only,
+        params,
+    };
+    serve(proxy, request, caller).await
+}
+
+/// One checked modern request.
+struct ModernRequest<'a> {
+    version: &'a str,
+    id: Value,
+    method: String,
+    body: WireMessage,
+    json_only: bool,
+    params: Vec<(String, String)>,
 }
 
 /// The request's `Mcp-Param-*` headers (SEP-2243: tool arguments mirrored in headers), passed
@@ -106,15 +130,19 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn request(
+async fn serve(
     proxy: &Arc<Proxy>,
-    version: &str,
-    id: Value,
-    method: String,
-    body: WireMessage,
-    json_only: bool,
-    params: Vec<(String, String)>,
+    request: ModernRequest<'_>,
+    caller: Option<Arc<Principal>>,
 ) -> Answer {
+    let ModernRequest {
+        version,
+        id,
+        method,
+        body,
+        json_only,
+        params,
+    } = request;
     let meta = body.pointer("/params/_meta").cloned().unwrap_or_default();
     let capabilities = meta
         .get(META_CLIENT_CAPABILITIES)
@@ -153,6 +181,7 @@ async fn request(
         method.clone(),
         body,
         json_only,
+        caller,
     )
     .await;
     shape(answer, method, server_info, wants_logs, session).await

@@ -131,6 +131,13 @@ pub struct ProxySpec {
     /// (clients that are not browsers) and from loopback origins, with any `Host`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub request_origin: crate::proxy_config::request_origin::RequestOriginSpec,
+    /// Audit events: `Stdout` (default), one JSON line on the proxy container's standard
+    /// output per `tools/call` (time, McpUpstream, caller `sub` and client id, tool, a SHA-256
+    /// digest of the arguments but never the arguments, decision, outcome, duration,
+    /// downstream session id) and per request refused for want of a valid credential; the
+    /// log is on standard error. `Off`: none. Fields: `docs/audit.md`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub audit: crate::proxy_config::audit::AuditLog,
 }
 
 impl Default for ProxySpec {
@@ -141,6 +148,7 @@ impl Default for ProxySpec {
             resources: None,
             auth: None,
             request_origin: Default::default(),
+            audit: Default::default(),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! One definition, two users: the operator serializes [`ProxyConfig`], the proxy deserializes it,
 //! so the two can never disagree on a field name or a default.
 
+pub mod audit;
 pub mod oauth;
 pub mod request_origin;
 
@@ -62,6 +63,10 @@ pub struct ProxyConfig {
     /// Default: loopback origins, any `Host`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub request_origin: request_origin::RequestOriginSpec,
+    /// Where audit events go (one JSON line per `tools/call` and per refused request;
+    /// `docs/audit.md`). Default `Stdout`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub audit: audit::AuditLog,
 }
 
 /// How clients authenticate to the proxy: exactly one of a static bearer token or OAuth 2.1

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::answer::Answer;
+use crate::audit::CallFacts;
 use crate::auth::Principal;
 use crate::jsonrpc;
 use crate::jsonrpc::WireMessage;
@@ -62,6 +63,8 @@ struct Call {
     input_rounds: u32,
     /// The OAuth caller, for its tool grants (`tools.grants`).
     caller: Option<Arc<Principal>>,
+    /// What the audit line of a `tools/call` reports; `None` for other methods.
+    facts: Option<CallFacts>,
 }
 
 impl Call {
@@ -76,13 +79,7 @@ impl Call {
             return;
         }
         let elapsed = self.started.elapsed();
-        self.proxy.metrics.record(
-            &self.method,
-            self.tool.as_deref(),
-            outcome,
-            elapsed,
-            Era::of(&self.session),
-        );
+        self.ending(Era::of(&self.session)).record(outcome);
         self.session.finish(&self.downstream_id);
         tracing::debug!(
             mcp.session_id = self.session.id(),
@@ -94,6 +91,18 @@ impl Call {
         );
         if matches!(outcome, Outcome::Timeout | Outcome::Cancelled) {
             send_cancelled(Arc::clone(&self.upstream), self.upstream_id, outcome);
+        }
+    }
+
+    /// How this call's end is recorded, as a request of `era`.
+    fn ending(&self, era: Era) -> Ending<'_> {
+        Ending {
+            proxy: &self.proxy,
+            method: &self.method,
+            tool: self.tool.as_deref(),
+            started: self.started,
+            era,
+            facts: self.facts.as_ref(),
         }
     }
 
@@ -180,6 +189,31 @@ impl Drop for Call {
 }
 
 /// The progress token the upstream sees for the request with `upstream_id`.
+/// Where a request's end is recorded, once: its `berth_proxy_requests_total` /
+/// `berth_proxy_tool_calls_total` sample and, for a `tools/call`, its audit line
+/// ([`crate::audit`]).
+pub(crate) struct Ending<'a> {
+    proxy: &'a Proxy,
+    method: &'a str,
+    tool: Option<&'a str>,
+    started: Instant,
+    era: Era,
+    facts: Option<&'a CallFacts>,
+}
+
+impl Ending<'_> {
+    /// Records `outcome`, timed from receipt.
+    pub(crate) fn record(&self, outcome: Outcome) {
+        let elapsed = self.started.elapsed();
+        self.proxy
+            .metrics
+            .record(self.method, self.tool, outcome, elapsed, self.era);
+        if let Some(facts) = self.facts {
+            self.proxy.auditor.tool_call(facts, outcome, elapsed);
+        }
+    }
+}
+
 fn progress_token_for(upstream_id: u64) -> Value {
     json!(format!("berth-{upstream_id}"))
 }
@@ -230,16 +264,22 @@ pub async fn request(
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
+    let facts = (method == "tools/call").then(|| {
+        let session_id = (!session.is_modern()).then(|| session.id());
+        CallFacts::of(session_id, &id, caller.clone(), &body)
+    });
+    let ending = Ending {
+        proxy: &proxy,
+        method: &method,
+        tool: tool.as_deref(),
+        started,
+        era,
+        facts: facts.as_ref(),
+    };
     if session.dedicated().is_none()
         && let Some((code, message)) = crate::tasks::refusal(&method, &body)
     {
-        proxy.metrics.record(
-            &method,
-            tool.as_deref(),
-            Outcome::Rejected,
-            started.elapsed(),
-            era,
-        );
+        ending.record(Outcome::Rejected);
         return Answer::error_with_data(
             StatusCode::OK,
             &id,
@@ -251,13 +291,7 @@ pub async fn request(
     let in_flight = match session.begin(&id) {
         Ok(in_flight) => in_flight,
         Err(duplicate) => {
-            proxy.metrics.record(
-                &method,
-                tool.as_deref(),
-                Outcome::Rejected,
-                started.elapsed(),
-                era,
-            );
+            ending.record(Outcome::Rejected);
             return Answer::error(
                 StatusCode::BAD_REQUEST,
                 &id,
@@ -277,6 +311,8 @@ pub async fn request(
             json_only,
             cancelled: in_flight.cancelled,
             started,
+            caller,
+            facts,
         };
         return resume_parked(&proxy, session, retry, &state).await;
     }
@@ -286,13 +322,7 @@ pub async fn request(
     };
     let Some(upstream) = upstream else {
         session.finish(&id);
-        proxy.metrics.record(
-            &method,
-            tool.as_deref(),
-            Outcome::UpstreamUnavailable,
-            started.elapsed(),
-            era,
-        );
+        ending.record(Outcome::UpstreamUnavailable);
         // No upstream session: this downstream session cannot be served; end it so the client
         // starts over instead of collecting errors on a half-alive session (field case BR-04).
         proxy.end_session(session.id());
@@ -310,13 +340,7 @@ pub async fn request(
         // A tool the policy hides is absent for clients, whatever the upstream offers.
         if !proxy.upstream.exposes(tool) {
             session.finish(&id);
-            proxy.metrics.record(
-                &method,
-                Some(tool),
-                Outcome::Rejected,
-                started.elapsed(),
-                era,
-            );
+            ending.record(Outcome::Rejected);
             return Answer::error_with_data(
                 StatusCode::OK,
                 &id,
@@ -332,9 +356,7 @@ pub async fn request(
             && !grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
         {
             session.finish(&id);
-            proxy
-                .metrics
-                .record(&method, Some(tool), Outcome::Denied, started.elapsed(), era);
+            ending.record(Outcome::Denied);
             tracing::info!(
                 mcp.session_id = session.id(),
                 tool = %tool,
@@ -352,13 +374,7 @@ pub async fn request(
         // A drifted tool is blocked.
         if proxy.upstream.is_drifted(tool) {
             session.finish(&id);
-            proxy.metrics.record(
-                &method,
-                Some(tool),
-                Outcome::DriftBlocked,
-                started.elapsed(),
-                era,
-            );
+            ending.record(Outcome::DriftBlocked);
             return Answer::error_with_data(
                 StatusCode::OK,
                 &id,
@@ -389,18 +405,14 @@ pub async fn request(
                 ),
             ),
         };
-        proxy
-            .metrics
-            .record(&method, None, outcome, started.elapsed(), era);
+        ending.record(outcome);
         return answer;
     }
     if let Some(answer) =
         crate::subscriptions::local_answer(&proxy, &session, &upstream, &id, &method, &body)
     {
         session.finish(&id);
-        proxy
-            .metrics
-            .record(&method, None, Outcome::Ok, started.elapsed(), era);
+        ending.record(Outcome::Ok);
         return answer;
     }
     let progress_token = body.pointer("/params/_meta/progressToken").cloned();
@@ -421,6 +433,7 @@ pub async fn request(
         retry_body,
         input_rounds: 0,
         caller,
+        facts,
     };
     let mut replayed = false;
     loop {
@@ -498,6 +511,8 @@ struct Retry {
     json_only: bool,
     cancelled: tokio_util::sync::CancellationToken,
     started: Instant,
+    caller: Option<Arc<Principal>>,
+    facts: Option<CallFacts>,
 }
 
 /// Hands `retry` to the parked call its `requestState` names; the call's answer goes to the
@@ -511,13 +526,15 @@ async fn resume_parked(
 ) -> Answer {
     let refuse = |message: &str| {
         session.finish(&retry.id);
-        proxy.metrics.record(
-            &retry.method,
-            retry.tool.as_deref(),
-            Outcome::Rejected,
-            retry.started.elapsed(),
-            Era::Modern,
-        );
+        let ending = Ending {
+            proxy,
+            method: &retry.method,
+            tool: retry.tool.as_deref(),
+            started: retry.started,
+            era: Era::Modern,
+            facts: retry.facts.as_ref(),
+        };
+        ending.record(Outcome::Rejected);
         Answer::error_with_data(
             StatusCode::OK,
             &retry.id,
@@ -526,7 +543,8 @@ async fn resume_parked(
             json!({ "outcome": Outcome::Rejected.as_label() }),
         )
     };
-    let Some(call) = proxy.parked.take(state) else {
+    let owner = retry.caller.as_deref().map(Principal::identity);
+    let Some(call) = proxy.parked.take(state, owner.as_deref()) else {
         return refuse(
             "requestState is unknown or expired: a call waiting for input is kept once, for timeouts.call, by the proxy replica that asked",
         );
@@ -549,6 +567,7 @@ async fn resume_parked(
         progress_token: retry.body.pointer("/params/_meta/progressToken").cloned(),
         cancelled: retry.cancelled,
         input_responses,
+        facts: retry.facts.clone(),
     };
     if call.resume.send(resume).is_err() {
         return refuse("the call waiting for this input has ended");

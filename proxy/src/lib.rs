@@ -8,6 +8,7 @@
 
 pub mod admin;
 pub mod answer;
+pub mod audit;
 pub mod auth;
 pub mod fanout;
 pub mod forward;

@@ -177,6 +177,7 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             downstream_auth: None,
             session_key_env: None,
             request_origin: Default::default(),
+            audit: Default::default(),
         },
         (None, None) => {
             anyhow::bail!("one of --config, --upstream-url or --upstream-command is required")

@@ -11,10 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use berth_crds::proxy_config::audit::{AuditLog, MCP_UPSTREAM_ENV};
 use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::audit::Auditor;
 use crate::metrics::Metrics;
 use crate::sessions::Sessions;
 use crate::stdio::{StdioEndpoint, Target};
@@ -107,6 +109,8 @@ pub struct Proxy {
     /// `tools.grants`, compiled: which of those each OAuth caller may use; `None` without
     /// grants.
     pub tool_grants: Option<crate::auth::grants::Grants>,
+    /// Where audit events go (`audit`; [`crate::audit`]).
+    pub auditor: crate::audit::Auditor,
     /// `session.maxSessions` (`PerClient`).
     pub max_sessions: usize,
     /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
@@ -168,9 +172,7 @@ impl RunningProxy {
     /// for all of it to end.
     pub async fn shutdown(self) {
         self.shutdown.cancel();
-        for task in self.tasks {
-            let _ = task.await;
-        }
+        self.wait().await;
     }
 
     /// What the kubelet's SIGTERM starts: reports not ready at once and keeps serving for
@@ -197,6 +199,8 @@ impl RunningProxy {
         for task in self.tasks {
             let _ = task.await;
         }
+        // Every request has ended: its audit events are written before the process exits.
+        self.proxy.auditor.close();
     }
 
     /// The token that stops this proxy.
@@ -278,6 +282,10 @@ pub async fn start_on(
     );
     let tool_grants =
         crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Auth)?;
+    let auditor = match config.audit {
+        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)),
+        AuditLog::Off => Auditor::off(),
+    };
     let proxy = Arc::new(Proxy {
         upstream,
         sessions,
@@ -292,6 +300,7 @@ pub async fn start_on(
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         tool_grants,
+        auditor,
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
         downstream_auth,

@@ -158,6 +158,48 @@ pub async fn kill_container(pod: &Pod, container: &str) {
     run(kill, "kill the container's process").await;
 }
 
+/// The lines `container` of `pod` wrote on its standard output, as the kubelet logged them
+/// (`STATE_DIR/node/kubelet/logs/<namespace>_<pod>_<uid>/<container>/<restart>.log`, CRI log
+/// lines `<time> <stream> <F|P> <text>`); standard-error lines are left out, partial lines
+/// (`P`) joined.
+///
+/// # Panics
+/// When the pod has no log directory for the container.
+pub fn container_stdout(pod: &Pod, container: &str) -> Vec<String> {
+    let meta = &pod.metadata;
+    let dir = state_dir().join("node/kubelet/logs").join(format!(
+        "{}_{}_{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        meta.uid.as_deref().unwrap_or_default()
+    ));
+    let dir = dir.join(container);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("no log directory {}: {e}", dir.display()))
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "log"))
+        .collect();
+    files.sort();
+    let mut lines = Vec::new();
+    let mut partial = String::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for line in text.lines() {
+            let mut fields = line.splitn(4, ' ');
+            let (_, stream, tag, body) =
+                (fields.next(), fields.next(), fields.next(), fields.next());
+            if stream != Some("stdout") {
+                continue;
+            }
+            partial.push_str(body.unwrap_or_default());
+            if tag == Some("F") {
+                lines.push(std::mem::take(&mut partial));
+            }
+        }
+    }
+    lines
+}
+
 /// The value of `var` in `STATE_DIR/env`, the shell exports `up.sh` writes
 /// (`export VAR='value'`).
 ///

@@ -80,6 +80,22 @@ impl ProxyProcess {
         stderr: Stdio,
         client: &reqwest::Client,
     ) -> anyhow::Result<Self> {
+        Self::start_with_stdout(bin, args, env, Stdio::null(), stderr, client).await
+    }
+
+    /// As [`ProxyProcess::start`], with the proxy's stdout (its audit events) to `stdout`;
+    /// [`ProxyProcess::take_stdout`] gives a piped one.
+    ///
+    /// # Errors
+    /// As [`ProxyProcess::start`].
+    pub async fn start_with_stdout(
+        bin: &Path,
+        args: &[OsString],
+        env: &[(&str, &str)],
+        stdout: Stdio,
+        stderr: Stdio,
+        client: &reqwest::Client,
+    ) -> anyhow::Result<Self> {
         let mcp_port = crate::free_port();
         let admin_port = crate::free_port();
         let child = Command::new(bin)
@@ -90,7 +106,7 @@ impl ProxyProcess {
             .arg(format!("127.0.0.1:{admin_port}"))
             .env("RUST_LOG", "warn")
             .envs(env.iter().copied())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
@@ -126,6 +142,11 @@ impl ProxyProcess {
     pub async fn metrics(&self, client: &reqwest::Client) -> anyhow::Result<String> {
         let url = format!("http://127.0.0.1:{}/metrics", self.admin_port);
         Ok(client.get(url).send().await?.text().await?)
+    }
+
+    /// Its stdout, when started with a piped one (once).
+    pub fn take_stdout(&mut self) -> Option<tokio::process::ChildStdout> {
+        self.child.stdout.take()
     }
 
     /// Its process id.

@@ -120,6 +120,31 @@ async fn http_upstream_pod_runs_2_of_2_and_serves_calls_through_the_cluster_ip()
     };
     assert_eq!(sample(&metrics, &series("ok")), 1.0, "{metrics}");
     assert_eq!(sample(&metrics, &series("tool_error")), 1.0, "{metrics}");
+    // Audit events on the proxy container's stdout, as the kubelet logged that stream: one per
+    // call, naming the McpUpstream (the kubelet expanded `$(BERTH_NAMESPACE)/everything`).
+    let mcp_upstream = format!("{}/everything", ns.name);
+    wait_for(
+        "two audit events on the proxy's stdout",
+        READY_DEADLINE,
+        || {
+            let pod = pod.clone();
+            let mcp_upstream = mcp_upstream.clone();
+            async move {
+                let events: Vec<Value> = node::container_stdout(&pod, "proxy")
+                    .iter()
+                    .filter_map(|line| serde_json::from_str(line).ok())
+                    .filter(|event: &Value| event["event"] == "tools/call")
+                    .collect();
+                let outcomes: Vec<_> = events
+                    .iter()
+                    .filter(|e| e["mcpupstream"] == mcp_upstream.as_str() && e["tool"] == "echo")
+                    .map(|e| e["outcome"].as_str().unwrap_or_default().to_owned())
+                    .collect();
+                (outcomes == ["ok", "tool_error"]).then_some(())
+            }
+        },
+    )
+    .await;
 
     // Deleting the McpUpstream removes every object and the pod.
     upstreams

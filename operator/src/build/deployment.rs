@@ -22,12 +22,13 @@
 
 use std::collections::BTreeMap;
 
+use berth_crds::proxy_config::audit::{MCP_UPSTREAM_ENV, NAMESPACE_ENV};
 use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
-    HTTPGetAction, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, SeccompProfile,
-    SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
+    SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -222,6 +223,7 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 /// ([`super::config_map::header_env_var`]).
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
+    env.extend(mcp_upstream_env(name));
     if let Some(reference) = spec
         .proxy
         .auth
@@ -274,6 +276,30 @@ fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Con
         security_context: Some(container_security_context(true)),
         ..Container::default()
     }
+}
+
+/// The proxy's [`MCP_UPSTREAM_ENV`] (`<namespace>/<name>`, the audit events' `mcpupstream`):
+/// the namespace comes from the downward API, and the kubelet expands `$(…)` references to
+/// earlier variables.
+fn mcp_upstream_env(name: &str) -> [EnvVar; 2] {
+    [
+        EnvVar {
+            name: NAMESPACE_ENV.to_owned(),
+            value_from: Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.namespace".to_owned(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..EnvVarSource::default()
+            }),
+            ..EnvVar::default()
+        },
+        EnvVar {
+            name: MCP_UPSTREAM_ENV.to_owned(),
+            value: Some(format!("$({NAMESPACE_ENV})/{name}")),
+            ..EnvVar::default()
+        },
+    ]
 }
 
 /// An environment variable `name` filled by the kubelet from the Secret key `source`.

@@ -318,3 +318,37 @@ fn build_grace_period_covers_the_drain_and_the_longest_call() {
         Some(625)
     );
 }
+
+#[test]
+fn build_names_the_mcp_upstream_for_audit_events_from_the_pods_namespace() {
+    let upstream = everything();
+    let children = build_from(&upstream);
+    let proxy = container(pod_spec(&children), deployment::PROXY_CONTAINER);
+    let env = proxy.env.as_deref().expect("proxy env");
+    let namespace = env
+        .iter()
+        .find(|v| v.name == "BERTH_NAMESPACE")
+        .expect("namespace variable");
+    let field = namespace
+        .value_from
+        .as_ref()
+        .and_then(|s| s.field_ref.as_ref())
+        .expect("downward API");
+    assert_eq!(field.field_path, "metadata.namespace");
+    let names: Vec<&str> = env.iter().map(|v| v.name.as_str()).collect();
+    let at = |name: &str| names.iter().position(|n| *n == name).expect(name);
+    assert!(
+        at("BERTH_NAMESPACE") < at("BERTH_MCPUPSTREAM"),
+        "the kubelet expands only earlier variables: {names:?}"
+    );
+    let named = &env[at("BERTH_MCPUPSTREAM")];
+    assert_eq!(
+        named.value.as_deref(),
+        Some("$(BERTH_NAMESPACE)/everything")
+    );
+    assert_eq!(
+        rendered_config(&children).audit,
+        berth_crds::proxy_config::audit::AuditLog::Stdout,
+        "audit events are on by default"
+    );
+}

@@ -48,6 +48,8 @@ pub struct Resume {
     pub cancelled: CancellationToken,
     /// `params.inputResponses` of the retry (keys as the `inputRequests` named them).
     pub input_responses: Map<String, Value>,
+    /// The retry's audit facts (its request id), for the line the call writes when it ends.
+    pub facts: Option<crate::audit::CallFacts>,
 }
 
 /// A call waiting for its client's retry.
@@ -59,6 +61,9 @@ pub struct Parked {
     pub name: Option<String>,
     /// Hands the retry to the call.
     pub resume: oneshot::Sender<Resume>,
+    /// The identity ([`crate::auth::Principal::identity`]) of the caller whose call this is;
+    /// only a retry of the same caller may resume it.
+    pub owner: Option<String>,
 }
 
 /// Every parked call of this proxy, by the token in its `requestState`.
@@ -68,23 +73,34 @@ pub struct ParkedCalls {
 }
 
 impl ParkedCalls {
-    /// Parks a call of `method` on `name`; returns the `requestState` to send and where the
-    /// retry arrives.
-    pub fn park(&self, method: &str, name: Option<&str>) -> (String, oneshot::Receiver<Resume>) {
+    /// Parks a call of `method` on `name` for the caller `owner`; returns the `requestState`
+    /// to send and where the retry arrives.
+    pub fn park(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        owner: Option<String>,
+    ) -> (String, oneshot::Receiver<Resume>) {
         let token = format!("{STATE_PREFIX}{}", uuid::Uuid::new_v4().simple());
         let (resume, resumed) = oneshot::channel();
         let parked = Parked {
             method: method.to_owned(),
             name: name.map(str::to_owned),
             resume,
+            owner,
         };
         self.lock().insert(token.clone(), parked);
         (token, resumed)
     }
 
-    /// Takes the parked call of `request_state` (single use).
-    pub fn take(&self, request_state: &str) -> Option<Parked> {
-        self.lock().remove(request_state)
+    /// Takes the parked call of `request_state` (single use) for the caller `owner`; a call
+    /// parked for another caller stays parked, and its state is unknown to this one.
+    pub fn take(&self, request_state: &str, owner: Option<&str>) -> Option<Parked> {
+        let mut parked = self.lock();
+        if parked.get(request_state)?.owner.as_deref() != owner {
+            return None;
+        }
+        parked.remove(request_state)
     }
 
     /// Forgets a parked call whose time ran out.
@@ -120,16 +136,24 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn a_parked_call_is_taken_once_by_its_state() {
+    fn a_parked_call_is_taken_once_by_its_state_and_its_caller() {
         let parked = ParkedCalls::default();
-        let (token, _resumed) = parked.park("tools/call", Some("ask"));
+        let (token, _resumed) = parked.park("tools/call", Some("ask"), Some("alice".into()));
         assert!(token.starts_with(STATE_PREFIX));
         assert_eq!(parked.len(), 1);
         let body = json!({"params": {"requestState": token}});
         assert_eq!(retry_state(&body), Some(token.as_str()));
-        let taken = parked.take(&token).expect("parked");
+        assert!(
+            parked.take(&token, Some("mallory")).is_none(),
+            "another caller cannot resume it"
+        );
+        assert!(
+            parked.take(&token, None).is_none(),
+            "nor a caller without a token"
+        );
+        let taken = parked.take(&token, Some("alice")).expect("parked");
         assert_eq!(taken.name.as_deref(), Some("ask"));
-        assert!(parked.take(&token).is_none(), "single use");
+        assert!(parked.take(&token, Some("alice")).is_none(), "single use");
         assert!(retry_state(&json!({"params": {"requestState": "theirs"}})).is_none());
     }
 }

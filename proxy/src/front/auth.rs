@@ -13,7 +13,8 @@
 //!   request's extensions.
 //!
 //! Refusals count as `berth_proxy_invalid_messages_total{reason}` with `unauthorized` (401),
-//! `insufficient_scope` (403) or `auth_unavailable` (503). The client's `Authorization` header
+//! `insufficient_scope` (403) or `auth_unavailable` (503), and each writes an audit event
+//! ([`crate::audit`]). The client's `Authorization` header
 //! is never forwarded upstream.
 //!
 //! Also here: the protected resource metadata routes (RFC 9728 section 3), served without
@@ -47,6 +48,7 @@ pub async fn require_auth(
 ) -> Response {
     // Owned (a cheap clone): no borrow of the request, whose body is not `Sync`, lives across
     // the await below.
+    let received = std::time::Instant::now();
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let authorization = authorization.as_ref();
     let refusal = match &proxy.downstream_auth {
@@ -76,6 +78,9 @@ pub async fn require_auth(
         .invalid_messages
         .with_label_values(&[reason])
         .inc();
+    proxy
+        .auditor
+        .refused_request(reason, None, received.elapsed());
     response
 }
 

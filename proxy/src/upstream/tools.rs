@@ -194,7 +194,7 @@ pub fn fingerprint(tools: &Tools) -> String {
 }
 
 /// The value with every object's keys sorted, recursively.
-fn canonical(value: &Value) -> Value {
+pub(crate) fn canonical(value: &Value) -> Value {
     match value {
         Value::Object(map) => {
             let sorted: BTreeMap<&String, Value> =

@@ -27,7 +27,7 @@ pub(in crate::forward) enum Parking {
     /// capability); the relay carries on with its `tx`.
     NotParked(mpsc::Sender<WireMessage>),
     /// The client retried: the call is now its retry's.
-    Resumed(Resume),
+    Resumed(Box<Resume>),
     /// The call ended while parked (no retry within the budget, the upstream stream failed, or
     /// the client was gone); everything was recorded and the upstream told.
     Ended,
@@ -76,7 +76,11 @@ pub(in crate::forward) async fn park(
     }
     call.input_rounds += 1;
     let key = format!("berth-{}", call.input_rounds);
-    let (token, resumed) = call.proxy.parked.park(&call.method, call.tool.as_deref());
+    let owner = call.caller.as_deref().map(crate::auth::Principal::identity);
+    let (token, resumed) = call
+        .proxy
+        .parked
+        .park(&call.method, call.tool.as_deref(), owner);
     let mut request = json!({ "method": method });
     if let Some(params) = message.get("params") {
         request["params"] = params.clone();
@@ -91,13 +95,7 @@ pub(in crate::forward) async fn park(
         },
     });
     // This request of the client's is done: an `input_required` result.
-    call.proxy.metrics.record(
-        &call.method,
-        call.tool.as_deref(),
-        Outcome::Ok,
-        call.started.elapsed(),
-        Era::Modern,
-    );
+    call.ending(Era::Modern).record(Outcome::Ok);
     call.session.finish(&call.downstream_id);
     call.finished = true;
     let delivered = tx.send(result.into()).await.is_ok();
@@ -151,9 +149,10 @@ pub(in crate::forward) async fn park(
     call.session = std::sync::Arc::clone(&resume.session);
     call.json_only = resume.json_only;
     call.progress_token = resume.progress_token.clone();
+    call.facts = resume.facts.clone();
     call.started = std::time::Instant::now();
     call.finished = false;
-    Parking::Resumed(resume)
+    Parking::Resumed(Box::new(resume))
 }
 
 /// Ends a parked call without a retry: the state is forgotten, the upstream's request refused

@@ -1,0 +1,167 @@
+//! Audit events (issue 15, `docs/audit.md`): the `berth-proxy` binary, as a pod runs it, with
+//! OAuth against a real ORY Hydra and per-tool grants, writes one JSON line on stdout per
+//! `tools/call` and per refused request. The test reads the process's real stdout and checks
+//! every documented field, and that neither the arguments nor the token appear in it.
+
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::time::Duration;
+
+use berth_crds::proxy_config::audit::AuditLog;
+use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
+use berth_crds::{DownstreamAuth, ToolsPolicySpec};
+use berth_tests::fault::FaultUpstream;
+use berth_tests::hydra::Hydra;
+use berth_tests::proxy::{call, config, post_with};
+use berth_tests::proxy_process::{ProxyProcess, proxy_bin};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The audience the proxy accepts: any URI naming this resource will do (RFC 8707).
+const AUDIENCE: &str = "https://audit.berth.test/mcp";
+const CLIENT: (&str, &str) = ("audit-agent", "audit-secret-0123456789");
+
+/// `sha256:<hex>` of the canonical JSON (keys sorted) of `value`, as documented.
+fn digest(value: &Value) -> String {
+    // serde_json's map is ordered by key (no `preserve_order` here), so `to_string` is canonical.
+    let canonical: Value = serde_json::from_str(&value.to_string()).expect("json");
+    let hash = Sha256::digest(canonical.to_string().as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+#[tokio::test]
+async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_arguments() {
+    berth_proxy::install_crypto_provider();
+    let upstream = FaultUpstream::start().await;
+    let hydra = Hydra::start().await;
+    hydra
+        .create_client(CLIENT.0, CLIENT.1, "mcp:tools", &[AUDIENCE])
+        .await;
+    let token = hydra.token(CLIENT.0, CLIENT.1, "mcp:tools", AUDIENCE).await;
+
+    let mut cfg = config(&upstream.url, "30s");
+    cfg.audit = AuditLog::Stdout;
+    cfg.tools = serde_yaml::from_str::<ToolsPolicySpec>(
+        "{grants: [{tools: [echo, bad], subjects: [audit-agent]}]}",
+    )
+    .expect("grants");
+    cfg.downstream_auth = Some(DownstreamAuth {
+        bearer_token_env: None,
+        oauth: Some(OAuthSpec {
+            issuer: hydra.issuer.clone(),
+            audience: AUDIENCE.into(),
+            required_scopes: vec!["mcp:tools".into()],
+            allowed_algorithms: all_algorithms(),
+            jwks_refresh: None,
+            clock_skew: None,
+        }),
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("proxy.yaml");
+    std::fs::write(&path, cfg.to_yaml().expect("yaml")).expect("write config");
+    let args: Vec<OsString> = vec!["--config".into(), path.into()];
+    let client = reqwest::Client::new();
+    let mut proxy = ProxyProcess::start_with_stdout(
+        &proxy_bin(None, false).expect("the proxy binary"),
+        &args,
+        &[("BERTH_MCPUPSTREAM", "team-a/weather")],
+        Stdio::piped(),
+        Stdio::inherit(),
+        &client,
+    )
+    .await
+    .expect("proxy starts");
+    let mut stdout = BufReader::new(proxy.take_stdout().expect("piped stdout")).lines();
+
+    let bearer = format!("Bearer {token}");
+    let auth = [("authorization", bearer.as_str())];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "audit-test", "version": "0"}}});
+    let opened = post_with(&proxy.mcp_url, None, &auth, &init.to_string()).await;
+    let session = opened.session.clone().expect("a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post_with(
+        &proxy.mcp_url,
+        Some(&session),
+        &auth,
+        &initialized.to_string(),
+    )
+    .await;
+
+    let secret = json!({"message": "the launch code is 0000", "extra": {"z": 1, "a": [2, 3]}});
+    let calls = [
+        (json!(11), "echo", secret.clone()),
+        (json!("twelve"), "bad", json!({})),
+        (json!(13), "slow", json!({"ms": 1})),
+    ];
+    for (id, tool, arguments) in &calls {
+        let reply = post_with(
+            &proxy.mcp_url,
+            Some(&session),
+            &auth,
+            &call(id.clone(), tool, arguments.clone()),
+        )
+        .await;
+        assert_eq!(reply.last()["id"], *id, "{}", reply.text);
+    }
+    // A request without a token: refused before its body is read.
+    let refused = post_with(&proxy.mcp_url, None, &[], &init.to_string()).await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+
+    let mut lines = Vec::new();
+    while lines.len() < 4 {
+        let line = tokio::time::timeout(Duration::from_secs(10), stdout.next_line())
+            .await
+            .expect("an audit line within 10 s")
+            .expect("read stdout")
+            .expect("stdout open");
+        lines.push(line);
+    }
+    let text = lines.join("\n");
+    assert!(
+        !text.contains("launch code"),
+        "arguments never logged: {text}"
+    );
+    assert!(!text.contains(&token), "the token is never logged");
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
+        .collect();
+
+    let expected = [
+        (json!(11), "echo", "allow", "ok"),
+        (json!("twelve"), "bad", "allow", "tool_error"),
+        (json!(13), "slow", "deny", "denied"),
+    ];
+    for (event, ((id, tool, decision, outcome), (_, _, arguments))) in
+        events.iter().zip(expected.iter().zip(&calls))
+    {
+        assert_eq!(event["event"], "tools/call", "{event}");
+        assert_eq!(event["mcpupstream"], "team-a/weather", "{event}");
+        assert_eq!(event["session_id"], json!(session), "{event}");
+        assert_eq!(event["request_id"], *id, "{event}");
+        assert_eq!(event["subject"], CLIENT.0, "{event}");
+        assert_eq!(event["client_id"], CLIENT.0, "{event}");
+        assert_eq!(event["tool"], *tool, "{event}");
+        assert_eq!(event["arguments_sha256"], digest(arguments), "{event}");
+        assert_eq!(event["decision"], *decision, "{event}");
+        assert_eq!(event["outcome"], *outcome, "{event}");
+        let ts = event["ts"].as_str().expect("ts");
+        assert!(
+            humantime::parse_rfc3339(ts).is_ok() && ts.ends_with('Z'),
+            "ts is RFC 3339 UTC: {ts}"
+        );
+        let duration = event["duration_ms"].as_f64().expect("duration_ms");
+        assert!((0.0..10_000.0).contains(&duration), "{event}");
+    }
+    let refusal = &events[3];
+    assert_eq!(refusal["event"], "request", "{refusal}");
+    assert_eq!(refusal["decision"], "deny", "{refusal}");
+    assert_eq!(refusal["outcome"], "unauthorized", "{refusal}");
+    assert_eq!(refusal["subject"], Value::Null, "{refusal}");
+    assert_eq!(refusal["tool"], Value::Null, "{refusal}");
+    assert_eq!(refusal["mcpupstream"], "team-a/weather", "{refusal}");
+}

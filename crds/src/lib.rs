@@ -25,7 +25,7 @@ pub use proxy_config::{
     DownstreamAuth, DriftPolicy, HeaderSource, ProxyConfig, ProxyConfigError, SessionSpec,
     SessionStrategy, TimeoutsSpec, ToolsProbePolicy, ToolsProbeSpec, UpstreamEndpoint,
 };
-pub use tool_policy::{PolicyFinding, ToolGrant, ToolsPolicySpec};
+pub use tool_policy::{PolicyFinding, ToolGrant, ToolRateLimit, ToolsPolicySpec};
 
 /// API group of every Berth resource.
 pub const GROUP: &str = "berth.dev";

@@ -1,12 +1,14 @@
 //! The tool surface a proxy exposes (`tools` in the McpUpstream spec and the proxy config):
 //! which upstream tools clients may see and call, for everyone (`allow`, `readOnly`) and per
-//! caller ([`grant`]).
+//! caller ([`grant`]), and how often each caller may call them ([`rate_limit`]).
 
 pub mod grant;
+pub mod rate_limit;
 
 use std::collections::BTreeSet;
 
 pub use grant::ToolGrant;
+pub use rate_limit::ToolRateLimit;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -37,6 +39,13 @@ pub struct ToolsPolicySpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 128))]
     pub grants: Vec<ToolGrant>,
+    /// Rate limits on `tools/call`, per caller and per tool (token buckets, counted in each
+    /// proxy replica), for example `[{tools: ["search*"], calls: 60, per: 1m, burst: 10}]`.
+    /// Over a limit: HTTP 429 with `Retry-After`, a JSON-RPC error, outcome `rate_limited`.
+    /// Default: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub rate_limits: Vec<ToolRateLimit>,
 }
 
 /// A rule of a tool policy that is broken, or a fact about the upstream that breaks it.
@@ -70,6 +79,24 @@ pub enum PolicyFinding {
         /// Why it is refused.
         why: String,
     },
+    /// A rate limit's tool pattern that is not a valid glob.
+    #[error("tools.rateLimits[{index}].tools entry {pattern:?} {why}")]
+    BadRateLimitPattern {
+        /// Index of the rate limit.
+        index: usize,
+        /// The pattern as written.
+        pattern: String,
+        /// Why it is refused.
+        why: String,
+    },
+    /// A rate limit whose window cannot be used.
+    #[error("tools.rateLimits[{index}]: {why}")]
+    BadRateLimitWindow {
+        /// Index of the rate limit.
+        index: usize,
+        /// Why it is refused.
+        why: String,
+    },
 }
 
 impl ToolsPolicySpec {
@@ -96,6 +123,18 @@ impl ToolsPolicySpec {
                     pattern,
                     why,
                 });
+            }
+        }
+        for (index, limit) in self.rate_limits.iter().enumerate() {
+            if let Some((pattern, why)) = grant::bad_pattern(&limit.tools) {
+                findings.push(PolicyFinding::BadRateLimitPattern {
+                    index,
+                    pattern,
+                    why,
+                });
+            }
+            if let Err(why) = limit.refill() {
+                findings.push(PolicyFinding::BadRateLimitWindow { index, why });
             }
         }
         findings

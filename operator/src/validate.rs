@@ -91,6 +91,9 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         ProxyConfigError::Tools(
             PolicyFinding::GrantWithoutCaller(_) | PolicyFinding::BadGrantPattern { .. },
         ) => InvalidSpec::new("spec.tools.grants", err),
+        ProxyConfigError::Tools(
+            PolicyFinding::BadRateLimitPattern { .. } | PolicyFinding::BadRateLimitWindow { .. },
+        ) => InvalidSpec::new("spec.tools.rateLimits", err),
         ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
         ProxyConfigError::DownstreamAuth(_) => InvalidSpec::new("spec.proxy.auth", err),
         ProxyConfigError::GrantsNeedOAuth => InvalidSpec::new("spec.tools.grants", err),
@@ -135,6 +138,28 @@ mod tests {
             config.upstream.url.as_deref(),
             Some("http://127.0.0.1:3000/mcp")
         );
+    }
+
+    #[test]
+    fn validate_rate_limits_with_a_bad_pattern_or_window_name_spec_tools_rate_limits() {
+        for (limits, says) in [
+            (
+                "[{tools: ['x[ab'], calls: 5}]",
+                "tools.rateLimits[0].tools entry \"x[ab\"",
+            ),
+            (
+                "[{calls: 5, per: 0ms}]",
+                "tools.rateLimits[0]: per \"0ms\" is too short",
+            ),
+        ] {
+            let spec = format!("  tools: {{rateLimits: {limits}}}\n");
+            let err = validate(&fixture("w", "", &spec)).expect_err(limits);
+            assert_eq!(err.field, "spec.tools.rateLimits", "{limits}");
+            assert!(err.message.contains(says), "{err}");
+        }
+        let config = validate(&fixture("w", "", "  tools: {rateLimits: [{calls: 5}]}\n"))
+            .expect("a plain limit is valid");
+        assert_eq!(config.tools.rate_limits.len(), 1);
     }
 
     #[test]

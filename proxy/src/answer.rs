@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -49,6 +49,14 @@ pub enum Answer {
     /// `202 Accepted` with no body: a notification or response, or a request the client
     /// cancelled ([`Answer::cancelled`]).
     Accepted,
+    /// `429 Too Many Requests` with `Retry-After: <retry_after_secs>` and a JSON-RPC error
+    /// (`tools.rateLimits`; RFC 6585 section 4).
+    TooManyRequests {
+        /// The JSON-RPC error.
+        body: WireMessage,
+        /// Seconds until the call would be admitted, at least 1.
+        retry_after_secs: u64,
+    },
 }
 
 impl Answer {
@@ -120,6 +128,18 @@ impl IntoResponse for Answer {
                 }
                 response
             }
+            Self::TooManyRequests {
+                body,
+                retry_after_secs,
+            } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                [
+                    (CONTENT_TYPE, HeaderValue::from_static("application/json")),
+                    (RETRY_AFTER, HeaderValue::from(retry_after_secs)),
+                ],
+                body.into_text(),
+            )
+                .into_response(),
             Self::Stream(rx) => sse_response(stream_from(rx).map(|m| message_event(None, &m))),
             Self::Events(rx) => sse_response(stream_from(rx).map(event_block)),
         }

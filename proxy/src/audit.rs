@@ -141,7 +141,9 @@ impl Auditor {
     /// receipt to outcome).
     pub fn tool_call(&self, call: &CallFacts, outcome: Outcome, duration: Duration) {
         let decision = match outcome {
-            Outcome::Denied | Outcome::Rejected | Outcome::DriftBlocked => "deny",
+            Outcome::Denied | Outcome::Rejected | Outcome::DriftBlocked | Outcome::RateLimited => {
+                "deny"
+            }
             _ => "allow",
         };
         let caller = call.caller.as_deref();

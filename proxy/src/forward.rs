@@ -371,6 +371,30 @@ pub async fn request(
                 json!({ "outcome": Outcome::Denied.as_label(), "tool": tool }),
             );
         }
+        // A caller over a rate limit for the tool waits, told for how long.
+        if let Some(limits) = &proxy.rate_limits
+            && let Err(wait) = limits.admit(caller.as_deref(), tool)
+        {
+            session.finish(&id);
+            ending.record(Outcome::RateLimited);
+            let retry_after_secs = crate::rate_limits::retry_after_secs(wait);
+            let body = jsonrpc::error_response(
+                &id,
+                jsonrpc::RATE_LIMITED,
+                &format!(
+                    "rate limit for tool {tool:?} reached (tools.rateLimits); retry in {retry_after_secs} s"
+                ),
+                Some(json!({
+                    "outcome": Outcome::RateLimited.as_label(),
+                    "tool": tool,
+                    "retryAfterSeconds": retry_after_secs,
+                })),
+            );
+            return Answer::TooManyRequests {
+                body: body.into(),
+                retry_after_secs,
+            };
+        }
         // A drifted tool is blocked.
         if proxy.upstream.is_drifted(tool) {
             session.finish(&id);

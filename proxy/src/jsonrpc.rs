@@ -34,6 +34,9 @@ pub const UPSTREAM_ERROR: i64 = -32012;
 pub const SESSION_LIMIT: i64 = -32014;
 /// The tool drifted from its baseline and `toolsProbe.onDrift` is `FailClosed`.
 pub const DRIFT_BLOCKED: i64 = -32013;
+/// A `tools/call` over a `tools.rateLimits` limit (issue 15); sent with HTTP 429 and
+/// `Retry-After`, `data: {outcome: "rate_limited", tool, retryAfterSeconds}`.
+pub const RATE_LIMITED: i64 = -32015;
 /// MCP 2026-07-28 `HeaderMismatch`: a required header (`MCP-Protocol-Version`, `Mcp-Method`,
 /// `Mcp-Name`) is missing, malformed or differs from the body ("Streamable HTTP", "Server
 /// Validation").

@@ -18,6 +18,7 @@ pub mod lint;
 pub mod metrics;
 pub mod outcome;
 pub mod per_client;
+pub mod rate_limits;
 pub mod revision;
 pub mod server;
 pub mod server_request;

@@ -29,11 +29,13 @@ pub enum Outcome {
     DriftBlocked,
     /// No grant of `tools.grants` names the tool for this caller (issue 15).
     Denied,
+    /// The caller is over a `tools.rateLimits` limit for the tool (issue 15).
+    RateLimited,
 }
 
 impl Outcome {
     /// Every outcome, in label order.
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 11] = [
         Self::Ok,
         Self::ToolError,
         Self::RpcError,
@@ -44,6 +46,7 @@ impl Outcome {
         Self::Rejected,
         Self::DriftBlocked,
         Self::Denied,
+        Self::RateLimited,
     ];
 
     /// The metric label value, e.g. `tool_error`.
@@ -59,6 +62,7 @@ impl Outcome {
             Self::Rejected => "rejected",
             Self::DriftBlocked => "drift_blocked",
             Self::Denied => "denied",
+            Self::RateLimited => "rate_limited",
         }
     }
 

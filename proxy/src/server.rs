@@ -52,6 +52,9 @@ pub enum StartError {
     /// The OAuth settings of `downstreamAuth` are unusable.
     #[error("invalid {0}")]
     Auth(String),
+    /// A rule of `tools` (grants, rate limits) cannot be compiled.
+    #[error("invalid {0}")]
+    Policy(String),
     /// A listen address cannot be bound.
     #[error("failed to bind {addr}")]
     Bind {
@@ -109,6 +112,8 @@ pub struct Proxy {
     /// `tools.grants`, compiled: which of those each OAuth caller may use; `None` without
     /// grants.
     pub tool_grants: Option<crate::auth::grants::Grants>,
+    /// The compiled `tools.rateLimits`; `None` without any.
+    pub rate_limits: Option<crate::rate_limits::RateLimits>,
     /// Where audit events go (`audit`; [`crate::audit`]).
     pub auditor: crate::audit::Auditor,
     /// `session.maxSessions` (`PerClient`).
@@ -281,7 +286,9 @@ pub async fn start_on(
         shutdown.clone(),
     );
     let tool_grants =
-        crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Auth)?;
+        crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Policy)?;
+    let rate_limits = crate::rate_limits::RateLimits::new(&config.tools.rate_limits)
+        .map_err(StartError::Policy)?;
     let auditor = match config.audit {
         AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)),
         AuditLog::Off => Auditor::off(),
@@ -300,6 +307,7 @@ pub async fn start_on(
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         tool_grants,
+        rate_limits,
         auditor,
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
@@ -490,6 +498,9 @@ async fn expire_sessions(proxy: Arc<Proxy>, idle_timeout: Duration, shutdown: Ca
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
+        }
+        if let Some(limits) = &proxy.rate_limits {
+            limits.retain_recent();
         }
         let expired = proxy.sessions.expired_ids();
         for id in &expired {

@@ -98,6 +98,8 @@ pub struct RawReply {
     pub session: Option<String>,
     /// `Content-Type` response header.
     pub content_type: Option<String>,
+    /// `Retry-After` response header.
+    pub retry_after: Option<String>,
     /// The messages in the body.
     pub messages: Vec<Value>,
     /// The body as received.
@@ -160,6 +162,7 @@ pub async fn post_with(
     };
     let session = header("mcp-session-id");
     let content_type = header("content-type");
+    let retry_after = header("retry-after");
     let text = response.text().await.expect("body");
     let messages = if text.trim_start().starts_with('{') {
         vec![read_json(text.as_bytes()).expect("json body")]
@@ -173,6 +176,7 @@ pub async fn post_with(
         status,
         session,
         content_type,
+        retry_after,
         messages,
         text,
     }

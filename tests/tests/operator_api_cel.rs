@@ -232,6 +232,27 @@ async fn operator_api_cel_rejections_name_the_field() {
             ),
             "spec.tools.grants",
         ),
+        (
+            "rate limit of zero calls",
+            format!("{}  tools: {{rateLimits: [{{calls: 0}}]}}\n", up("")),
+            "spec.tools.rateLimits[0].calls",
+        ),
+        (
+            "rate limit window that is not a duration",
+            format!(
+                "{}  tools: {{rateLimits: [{{calls: 5, per: hourly}}]}}\n",
+                up("")
+            ),
+            "spec.tools.rateLimits[0].per",
+        ),
+        (
+            "rate limit with a zero burst",
+            format!(
+                "{}  tools: {{rateLimits: [{{calls: 5, burst: 0}}]}}\n",
+                up("")
+            ),
+            "spec.tools.rateLimits[0].burst",
+        ),
     ];
     for (case, spec, field) in &cases {
         assert_rejected(&ns, case, spec, field).await;

@@ -261,3 +261,67 @@ async fn wait_for_drift(proxy: &RunningProxy, why: &str) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn tools_rate_limit_answers_429_with_retry_after_and_the_call_never_reaches_the_upstream() {
+    let upstream = FaultUpstream::start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = serde_yaml::from_str("{rateLimits: [{tools: [echo], calls: 2, per: 1h}]}")
+        .expect("rate limits parse");
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    for id in 1..=2 {
+        let reply = post_raw(
+            &url,
+            Some(&session),
+            &call(json!(id), "echo", json!({"message": "hi"})),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert!(reply.last().get("result").is_some(), "{}", reply.text);
+    }
+    let calls_upstream = upstream.count("tools/call");
+    let limited = post_raw(
+        &url,
+        Some(&session),
+        &call(json!("third"), "echo", json!({"message": "hi"})),
+    )
+    .await;
+    assert_eq!(limited.status, 429, "{}", limited.text);
+    let retry_after: u64 = limited
+        .retry_after
+        .as_deref()
+        .expect("Retry-After")
+        .parse()
+        .expect("Retry-After is whole seconds");
+    // Two calls per hour: the next token is back about 30 minutes after the first call.
+    assert!(
+        (1700..=1800).contains(&retry_after),
+        "Retry-After {retry_after}"
+    );
+    let error = &limited.last()["error"];
+    assert_eq!(limited.last()["id"], json!("third"), "{}", limited.text);
+    assert_eq!(error["code"], json!(-32015), "{}", limited.text);
+    assert_eq!(error["data"]["outcome"], json!("rate_limited"));
+    assert_eq!(error["data"]["tool"], json!("echo"));
+    assert_eq!(error["data"]["retryAfterSeconds"], json!(retry_after));
+    assert_eq!(
+        upstream.count("tools/call"),
+        calls_upstream,
+        "the limited call never reached the upstream"
+    );
+    // Another tool has no limit.
+    let other = post_raw(&url, Some(&session), &call(json!(4), "bad", json!({}))).await;
+    assert_eq!(other.status, 200, "{}", other.text);
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_tool_calls_total{outcome="rate_limited",tool="echo"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}

@@ -57,15 +57,21 @@ impl ToolGrant {
 
     /// The first entry of `tools` that is not a valid pattern, with why.
     pub fn bad_pattern(&self) -> Option<(String, String)> {
-        self.tools.iter().find_map(|pattern| {
-            if pattern.trim().is_empty() {
-                return Some((pattern.clone(), "is empty".to_owned()));
-            }
-            globset::Glob::new(pattern)
-                .err()
-                .map(|err| (pattern.clone(), err.kind().to_string()))
-        })
+        bad_pattern(&self.tools)
     }
+}
+
+/// The first of `patterns` that is not a valid tool glob, with why (shared by `grants` and
+/// `rateLimits`).
+pub(crate) fn bad_pattern(patterns: &[String]) -> Option<(String, String)> {
+    patterns.iter().find_map(|pattern| {
+        if pattern.trim().is_empty() {
+            return Some((pattern.clone(), "is empty".to_owned()));
+        }
+        globset::Glob::new(pattern)
+            .err()
+            .map(|err| (pattern.clone(), err.kind().to_string()))
+    })
 }
 
 #[cfg(test)]

@@ -360,6 +360,6 @@ async fn shape(
             Answer::Stream(shaped)
         }
         // Only a legacy session's streams are carried as resumable events.
-        other @ (Answer::Accepted | Answer::Events(_)) => other,
+        other @ (Answer::Accepted | Answer::Events(_) | Answer::TooManyRequests { .. }) => other,
     }
 }

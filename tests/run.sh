@@ -37,6 +37,10 @@ step "ORY Hydra (the OAuth 2.1 authorization server of the auth tests; Go, cache
 BERTH_HYDRA="$(tests/auth/build.sh | tail -n 1)/hydra"
 export BERTH_HYDRA
 
+step "helm, promtool and Prometheus (the chart, alert and dashboard tests; Go, cached)"
+chart_tools=$(tests/chart/build.sh | tail -n 1)
+export BERTH_PROMETHEUS="$chart_tools/prometheus"
+
 step "local control plane"
 state=$(mktemp -d "${TMPDIR:-/tmp}/berth-test.XXXXXX")
 node_state=$(mktemp -d "${TMPDIR:-/tmp}/berth-node.XXXXXX")
@@ -71,9 +75,8 @@ test_images=$(tests/images/build.sh | tail -n 1)
 
 step "real pods: a one-node cluster (kubelet, containerd, kube-proxy) runs Berth's images"
 BERTH_CP_NODE=1 BERTH_CP_IMAGES="$berth_images $test_images" tests/controlplane/up.sh "$node_state" >/dev/null
-chart_tools=$(tests/chart/build.sh | tail -n 1)
 KUBECONFIG="$node_state/kubeconfig" BERTH_NODE_STATE="$node_state" \
-  BERTH_HELM="$chart_tools/helm" BERTH_PROMETHEUS="$chart_tools/prometheus" \
+  BERTH_HELM="$chart_tools/helm" \
   cargo test -p berth-tests --features node --test pods --test pods_alerts -- --show-output 2>&1 | tee -a "$log"
 
 # One closing line over every cargo test binary (each prints its own `test result:` line).

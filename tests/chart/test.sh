@@ -63,7 +63,7 @@ release=berth
 ns=berth-system
 sa="system:serviceaccount:$ns:$release-operator"
 monitoring=(--set monitoring.serviceMonitor.enabled=true --set monitoring.podMonitor.enabled=true
-  --set monitoring.prometheusRule.enabled=true)
+  --set monitoring.prometheusRule.enabled=true --set monitoring.dashboard.enabled=true)
 
 # --- 1. lint, schema, render -------------------------------------------------------------
 helm lint --strict "$chart" >&2
@@ -100,6 +100,20 @@ for kind in ServiceMonitor PodMonitor PrometheusRule; do
   ! grep -q "^kind: $kind\$" "$work/default.yaml" || fail "$kind rendered by default"
   grep -q "^kind: $kind\$" "$work/monitoring.yaml" || fail "$kind not rendered when enabled"
 done
+# The Grafana dashboard: opt-in, labelled for Grafana's sidecar, and the chart's JSON verbatim.
+! grep -q 'grafana_dashboard' "$work/default.yaml" || fail "dashboard rendered by default"
+out=$(render --show-only templates/dashboard.yaml --set monitoring.dashboard.enabled=true \
+  --set monitoring.dashboard.annotations.grafana_folder=MCP)
+grep -q '^    grafana_dashboard: "1"$' <<< "$out" || fail "dashboard ConfigMap lacks the sidecar label"
+grep -q '^    grafana_folder: MCP$' <<< "$out" || fail "dashboard ConfigMap lacks its annotation"
+python3 -c '
+import json, sys
+text = sys.stdin.read()
+body = text.split("berth.json: |-\n", 1)[1]
+embedded = "\n".join(line[4:] for line in body.splitlines())
+want = json.load(open(sys.argv[1]))
+assert json.loads(embedded) == want, "the rendered dashboard differs from files/dashboards/berth.json"
+' "$chart/files/dashboards/berth.json" <<< "$out" || fail "rendered dashboard is not the chart's JSON"
 # Without the monitoring API in the cluster, enabling monitoring renders nothing of it.
 # (Here-strings, not pipes: with pipefail an early-exiting grep -q would hide a match.)
 out=$(render "${monitoring[@]}")
@@ -123,7 +137,7 @@ for alert in $alerts; do
   grep -q "alert: $alert\$" <<< "$out" && fail "$alert still rendered when disabled"
   [[ $(grep -c 'alert: Berth' <<< "$out") -eq 7 ]] || fail "disabling $alert removed other alerts"
 done
-pass "renderings (defaults, monitoring, schema, alert switches)"
+pass "renderings (defaults, monitoring, dashboard, schema, alert switches)"
 
 # The chart's README documents every value: each leaf of values.yaml, or a parent of it with at
 # least two segments (e.g. `operator.resources`), appears in backticks; alerts may be

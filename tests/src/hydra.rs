@@ -31,18 +31,7 @@ pub struct Hydra {
 /// # Panics
 /// When the build script fails.
 pub fn binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("BERTH_HYDRA") {
-        return PathBuf::from(path);
-    }
-    let script = crate::repo_root().join("tests/auth/build.sh");
-    let output = Command::new(&script)
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|err| panic!("cannot run {}: {err}", script.display()));
-    assert!(output.status.success(), "{} failed", script.display());
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let dir = stdout.lines().last().expect("build.sh prints the bin dir");
-    PathBuf::from(dir.trim()).join("hydra")
+    crate::go_tool("BERTH_HYDRA", "tests/auth/build.sh", "hydra")
 }
 
 impl Hydra {

@@ -58,3 +58,27 @@ pub fn repo_root() -> std::path::PathBuf {
         .expect("tests/ has a parent")
         .to_path_buf()
 }
+
+/// A Go-built tool the tests run: the path in `$env_var` when set, else `binary` in the
+/// directory the (cached) build `script` prints on its last line, e.g.
+/// `go_tool("BERTH_HYDRA", "tests/auth/build.sh", "hydra")`.
+///
+/// # Panics
+/// When the build script cannot run or fails.
+pub fn go_tool(env_var: &str, script: &str, binary: &str) -> std::path::PathBuf {
+    if let Some(path) = std::env::var_os(env_var) {
+        return path.into();
+    }
+    let script = repo_root().join(script);
+    let output = std::process::Command::new(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|err| panic!("cannot run {}: {err}", script.display()));
+    assert!(output.status.success(), "{} failed", script.display());
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let dir = stdout
+        .lines()
+        .last()
+        .expect("the build script prints the bin dir");
+    std::path::PathBuf::from(dir.trim()).join(binary)
+}

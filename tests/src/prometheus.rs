@@ -3,6 +3,9 @@
 //! in-cluster Prometheus does (`kubernetes_sd_configs`, role `pod`), scrapes them, and
 //! evaluates the rule groups the chart renders. Its HTTP API listens on 127.0.0.1.
 //!
+//! [`Prometheus::start_static`] scrapes fixed targets instead (a proxy and an operator on
+//! loopback), for the dashboard's queries.
+//!
 //! Not responsible for: rendering the rules (the caller passes the groups).
 
 use std::path::{Path, PathBuf};
@@ -74,6 +77,32 @@ scrape_configs:
             rules = rules.display(),
             server = api.server,
         );
+        Self::spawn(binary, dir, &config).await
+    }
+
+    /// Starts `binary` scraping `targets` (`host:port` of a `/metrics`, each its own job
+    /// named by the pair's first element) every second, with no rules.
+    ///
+    /// # Panics
+    /// When it cannot start or is not ready within 60 s.
+    pub async fn start_static(binary: &Path, targets: &[(&str, String)]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let jobs: String = targets
+            .iter()
+            .map(|(job, target)| {
+                format!(
+                    "  - {{ job_name: {job}, static_configs: [{{ targets: ['{target}'] }}] }}\n"
+                )
+            })
+            .collect();
+        let config = format!(
+            "global: {{ scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s }}\n\
+             scrape_configs:\n{jobs}"
+        );
+        Self::spawn(binary, dir, &config).await
+    }
+
+    async fn spawn(binary: &Path, dir: tempfile::TempDir, config: &str) -> Self {
         let config_path = dir.path().join("prometheus.yml");
         std::fs::write(&config_path, config).expect("write config");
         let port = crate::free_port();
@@ -111,6 +140,31 @@ scrape_configs:
         prometheus
     }
 
+    /// The result of the instant query `expr` (`data.result`: one object per series).
+    ///
+    /// # Errors
+    /// When the request fails or Prometheus refuses the query (its error, e.g. a parse error).
+    pub async fn query(&self, expr: &str) -> Result<Vec<Value>, String> {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("query", expr)
+            .finish();
+        let body: Value = reqwest::Client::new()
+            .get(format!("{}/api/v1/query?{query}", self.url))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?
+            .json()
+            .await
+            .map_err(|e| e.to_string())?;
+        if body["status"] != "success" {
+            return Err(format!("{}: {}", body["errorType"], body["error"]));
+        }
+        Ok(body["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+
     /// The state (`pending` or `firing`) of the alert `name` whose labels include `labels`, or
     /// `None` while it is inactive.
     pub async fn alert_state(&self, name: &str, labels: &[(&str, &str)]) -> Option<String> {
@@ -127,6 +181,15 @@ scrape_configs:
             matches.then(|| alert["state"].as_str().map(str::to_owned))?
         })
     }
+}
+
+/// The Prometheus server binary: `BERTH_PROMETHEUS`, else what `tests/chart/build.sh` builds
+/// (cached).
+///
+/// # Panics
+/// When the build script fails.
+pub fn binary() -> PathBuf {
+    crate::go_tool("BERTH_PROMETHEUS", "tests/chart/build.sh", "prometheus")
 }
 
 impl Drop for Prometheus {

@@ -163,10 +163,28 @@ impl Auditor {
         }));
     }
 
+    /// Writes the line of a `tools/call` the front refused before the call was handled (its
+    /// session unknown, missing or another identity's; its params or headers malformed):
+    /// outcome `rejected`, with the session id the request named. Any other message writes
+    /// nothing.
+    pub fn refused_tool_call(
+        &self,
+        message: &Value,
+        session_id: Option<&str>,
+        caller: Option<&Arc<Principal>>,
+        duration: Duration,
+    ) {
+        if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+            return;
+        }
+        let request_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let facts = CallFacts::of(session_id, &request_id, caller.cloned(), message);
+        self.tool_call(&facts, Outcome::Rejected, duration);
+    }
+
     /// Writes the line of a request refused before its body was read (`reason`:
-    /// `unauthorized`, `insufficient_scope` or `auth_unavailable`); `caller` is the token's
-    /// principal when the token was valid, `None` otherwise (claims of a token that failed
-    /// its checks are never reported).
+    /// `unauthorized`, `insufficient_scope` or `auth_unavailable`). The front passes no
+    /// `caller`: the claims of a token that failed its checks are never reported.
     pub fn refused_request(&self, reason: &str, caller: Option<&Principal>, duration: Duration) {
         self.write(json!({
             "ts": now(),

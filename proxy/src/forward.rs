@@ -162,6 +162,11 @@ impl Call {
                 }
             });
         }
+        // With grants each caller's listing is its own: never marked shareable between
+        // callers (MCP 2026-07-28 `cacheScope`).
+        if self.method == "tools/list" && grants.is_some() {
+            keep_private(&mut message);
+        }
         message
     }
 
@@ -211,6 +216,18 @@ impl Ending<'_> {
         if let Some(facts) = self.facts {
             self.proxy.auditor.tool_call(facts, outcome, elapsed);
         }
+    }
+}
+
+/// Marks a result `cacheScope: "private"` where the upstream said otherwise (a listing made
+/// for one caller must not be shared with another); a result without the member is left as
+/// it is.
+fn keep_private(message: &mut WireMessage) {
+    if message
+        .pointer("/result/cacheScope")
+        .is_some_and(|scope| scope != "private")
+    {
+        message.set(&["result", "cacheScope"], &json!("private"));
     }
 }
 
@@ -276,6 +293,18 @@ pub async fn request(
         era,
         facts: facts.as_ref(),
     };
+    // A call whose tool cannot be named cannot be checked against any rule: refused, never
+    // forwarded.
+    if method == "tools/call" && tool.is_none() {
+        ending.record(Outcome::Rejected);
+        return Answer::error_with_data(
+            StatusCode::OK,
+            &id,
+            jsonrpc::INVALID_PARAMS,
+            "tools/call needs params.name, the tool's name as a string",
+            json!({ "outcome": Outcome::Rejected.as_label() }),
+        );
+    }
     if session.dedicated().is_none()
         && let Some((code, message)) = crate::tasks::refusal(&method, &body)
     {
@@ -793,4 +822,30 @@ fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
     );
     call.finish(Outcome::UpstreamUnavailable);
     answer
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_for_one_caller_is_never_marked_public() {
+        let mut public = WireMessage::from(json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"tools": [], "cacheScope": "public", "ttlMs": 300000}}));
+        keep_private(&mut public);
+        assert_eq!(
+            public.pointer("/result/cacheScope"),
+            Some(&json!("private"))
+        );
+        assert!(
+            public.text().contains(r#""cacheScope":"private""#),
+            "{}",
+            public.text()
+        );
+        assert_eq!(public.pointer("/result/ttlMs"), Some(&json!(300000)));
+        let mut silent =
+            WireMessage::from(json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}));
+        keep_private(&mut silent);
+        assert_eq!(silent.pointer("/result/cacheScope"), None);
+    }
 }

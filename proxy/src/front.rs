@@ -177,6 +177,18 @@ async fn client_message(
         Ok(message) => message,
         Err(invalid) => return refuse(proxy, &invalid),
     };
+    let received = std::time::Instant::now();
+    let header = session_header(headers);
+    // A `tools/call` refused here still gets its audit event (outcome `rejected`).
+    let audited = |answer: Answer| {
+        proxy.auditor.refused_tool_call(
+            message.body(),
+            header,
+            caller.as_ref(),
+            received.elapsed(),
+        );
+        answer
+    };
     if let Some(name) = message.body().duplicate_member() {
         // Parsers differ on which duplicate counts, so the upstream might read another id,
         // method or tool than the proxy checked: refused, nothing forwarded.
@@ -186,16 +198,15 @@ async fn client_message(
             }
             _ => Value::Null,
         };
-        return refused(
+        return audited(refused(
             proxy,
             "shape",
             StatusCode::BAD_REQUEST,
             &id,
             jsonrpc::INVALID_REQUEST,
             &format!("member {name:?} appears twice; a JSON-RPC message must be unambiguous"),
-        );
+        ));
     }
-    let header = session_header(headers);
     let live = header.and_then(|header| live_session(proxy, header, caller.as_deref()));
     if live.is_none() && era::is_modern(headers, &message) {
         // A modern client's stale `Mcp-Session-Id` is ignored (MCP 2026-07-28, "Earlier
@@ -203,7 +214,7 @@ async fn client_message(
         return modern::handle(proxy, headers, message, caller).await;
     }
     if let Some(answer) = bad_params(proxy, &message) {
-        return answer;
+        return audited(answer);
     }
     if let Message::Request { id, method, body } = &message
         && method == "initialize"
@@ -215,20 +226,20 @@ async fn client_message(
         Message::Notification { .. } => Value::Null,
     };
     if header.is_none() {
-        return refused(
+        return audited(refused(
             proxy,
             "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
             jsonrpc::INVALID_REQUEST,
             "missing Mcp-Session-Id header: send initialize first",
-        );
+        ));
     }
     if let Some(answer) = unsupported_version(proxy, headers, &request_id) {
-        return answer;
+        return audited(answer);
     }
     let Some(session) = live else {
-        return unknown_session(proxy, &request_id);
+        return audited(unknown_session(proxy, &request_id));
     };
     match message {
         Message::Request { id, method, body } => {

@@ -156,8 +156,9 @@ impl DownstreamSession {
         let _ = self.client_info.set(info);
     }
 
-    /// Whether `caller` may use this session. The first authenticated request binds the session
-    /// to its caller's identity (`sub` and client id), normally the `initialize`; a request
+    /// Whether `caller` may use this session. The session is bound to its opener's identity
+    /// (`sub` and client id) at `initialize`, and an adopted one (signed id) to the owner its
+    /// id carries; otherwise the first authenticated request binds it. A request
     /// from any other identity is then treated as naming an unknown session, so a session id
     /// that leaked is useless to anyone else (MCP "Security Best Practices", session hijacking;
     /// issue 15). Without OAuth, `caller` is always `None` and every request is admitted.
@@ -165,8 +166,8 @@ impl DownstreamSession {
         let Some(caller) = caller else {
             return self.owner.get().is_none();
         };
-        let identity = caller.identity();
-        *self.owner.get_or_init(|| identity.clone()) == identity
+        let owner = caller.owner_digest();
+        *self.owner.get_or_init(|| owner.clone()) == owner
     }
 
     /// Records a modern request's `Mcp-Param-*` headers (set once).
@@ -417,12 +418,16 @@ impl Sessions {
         {
             return None;
         }
-        let session = Arc::new(self.new_session(
+        let session = self.new_session(
             id.to_owned(),
             &claims.protocol_version,
             claims.capabilities_object(),
             None,
-        ));
+        );
+        if let Some(owner) = claims.owner {
+            let _ = session.owner.set(owner);
+        }
+        let session = Arc::new(session);
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         // Two concurrent first requests: keep whichever was inserted first.
         Some(Arc::clone(map.entry(id.to_owned()).or_insert(session)))
@@ -485,19 +490,25 @@ impl Sessions {
         map.insert(session.id.clone(), session);
     }
 
-    /// Creates a session with a fresh random id.
+    /// Creates a session with a fresh random id, owned by `owner` (the OAuth caller that sent
+    /// the `initialize`; `None` without OAuth).
     pub fn create(
         &self,
         protocol_version: &str,
         client_capabilities: Value,
         dedicated: Option<crate::per_client::Dedicated>,
+        owner: Option<&crate::auth::Principal>,
     ) -> Arc<DownstreamSession> {
+        let owner = owner.map(crate::auth::Principal::owner_digest);
         let id = match &self.signer {
-            Some(signer) => signer.mint(protocol_version, &client_capabilities),
+            Some(signer) => signer.mint(protocol_version, &client_capabilities, owner.as_deref()),
             None => uuid::Uuid::new_v4().simple().to_string(),
         };
-        let session =
-            Arc::new(self.new_session(id, protocol_version, client_capabilities, dedicated));
+        let session = self.new_session(id, protocol_version, client_capabilities, dedicated);
+        if let Some(owner) = owner {
+            let _ = session.owner.set(owner);
+        }
+        let session = Arc::new(session);
         let mut map = self.map.write().unwrap_or_else(|e| e.into_inner());
         map.insert(session.id.clone(), Arc::clone(&session));
         session
@@ -593,8 +604,8 @@ mod tests {
     #[test]
     fn session_ids_are_unique_and_long() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let a = sessions.create("2025-06-18", Value::Null, None);
-        let b = sessions.create("2025-06-18", Value::Null, None);
+        let a = sessions.create("2025-06-18", Value::Null, None, None);
+        let b = sessions.create("2025-06-18", Value::Null, None, None);
         assert_ne!(a.id(), b.id());
         assert_eq!(a.id().len(), 32);
     }
@@ -602,7 +613,7 @@ mod tests {
     #[test]
     fn duplicate_in_flight_id_is_rejected_and_first_kept() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-06-18", Value::Null, None);
+        let s = sessions.create("2025-06-18", Value::Null, None, None);
         let first = s.begin(&json!(2)).expect("first id accepted");
         assert!(s.begin(&json!(2)).is_err());
         let kept = s.in_flight(&json!(2)).expect("first still in flight");
@@ -626,6 +637,7 @@ mod tests {
             "2025-06-18",
             json!({"sampling": {}, "roots": {"listChanged": true}}),
             None,
+            None,
         );
         assert!(s.accepts_server_request("sampling/createMessage"));
         assert!(s.accepts_server_request("roots/list"));
@@ -637,7 +649,7 @@ mod tests {
     #[test]
     fn standalone_stream_reopen_replaces_and_full_buffer_drops() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-06-18", Value::Null, None);
+        let s = sessions.create("2025-06-18", Value::Null, None, None);
         assert!(!s.push_standalone(json!(1).into()), "no stream open");
         let (mut old, opened) = s.open_standalone();
         assert_eq!(opened, Opened::New);
@@ -662,7 +674,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_whose_listener_dropped_is_idle_at_the_cap_one_listened_to_is_not() {
         let sessions = Sessions::new(Duration::from_secs(60));
-        let s = sessions.create("2025-11-25", Value::Null, None);
+        let s = sessions.create("2025-11-25", Value::Null, None, None);
         let (messages, _) = s.open_standalone();
         let connection = s.carry(events::StreamKind::Standalone, messages);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -678,7 +690,7 @@ mod tests {
             Some(s.id()),
             "kept only for resumption: may be ended at the cap"
         );
-        let modern = sessions.create("2026-07-28", Value::Null, None);
+        let modern = sessions.create("2026-07-28", Value::Null, None, None);
         let (_held, _) = modern.open_standalone();
         assert_eq!(
             sessions.least_recently_active_idle().as_deref(),
@@ -693,7 +705,7 @@ mod tests {
         let signer = || signed_id::SessionSigner::new(key).expect("key");
         let a = Sessions::new(Duration::from_secs(60)).with_signer(signer());
         let b = Sessions::new(Duration::from_secs(60)).with_signer(signer());
-        let s = a.create("2025-03-26", json!({"sampling": {}}), None);
+        let s = a.create("2025-03-26", json!({"sampling": {}}), None, None);
         assert!(b.get(s.id()).is_none(), "b never saw it");
         let adopted = b.adopt(s.id()).expect("b verifies a's id");
         assert_eq!(adopted.protocol_version(), "2025-03-26");
@@ -706,6 +718,35 @@ mod tests {
         let other = Sessions::new(Duration::from_secs(60))
             .with_signer(signed_id::SessionSigner::new(b"another-key-0123456").expect("key"));
         assert!(other.adopt(s.id()).is_none(), "other key");
+    }
+
+    #[test]
+    fn an_adopted_session_stays_with_the_identity_that_opened_it_on_another_replica() {
+        let key = b"0123456789abcdef-shared";
+        let signer = || signed_id::SessionSigner::new(key).expect("key");
+        let a = Sessions::new(Duration::from_secs(60)).with_signer(signer());
+        let b = Sessions::new(Duration::from_secs(60)).with_signer(signer());
+        let principal = |sub: &str| crate::auth::Principal {
+            subject: Some(sub.to_owned()),
+            client_id: Some("agent".to_owned()),
+            ..crate::auth::Principal::default()
+        };
+        let (alice, mallory) = (principal("alice"), principal("mallory"));
+        let s = a.create("2025-06-18", json!({}), None, Some(&alice));
+        assert!(
+            !s.id().contains("alice"),
+            "the id names no subject: {}",
+            s.id()
+        );
+        assert!(!s.admits(Some(&mallory)) && s.admits(Some(&alice)));
+        // Mallory's request is the first to reach replica b: the id's owner still holds.
+        let adopted = b.adopt(s.id()).expect("b verifies a's id");
+        assert!(
+            !adopted.admits(Some(&mallory)),
+            "another identity is refused"
+        );
+        assert!(!adopted.admits(None), "and so is a request without a token");
+        assert!(adopted.admits(Some(&alice)));
     }
 
     #[test]
@@ -726,7 +767,7 @@ mod tests {
     #[test]
     fn removed_or_expired_session_is_unknown() {
         let sessions = Sessions::new(Duration::ZERO);
-        let s = sessions.create("2025-06-18", Value::Null, None);
+        let s = sessions.create("2025-06-18", Value::Null, None, None);
         std::thread::sleep(Duration::from_millis(5));
         assert!(sessions.get(s.id()).is_none(), "idle past timeout");
         assert_eq!(sessions.expired_ids(), [s.id().to_owned()]);

@@ -21,6 +21,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 /// The audience the proxy accepts: any URI naming this resource will do (RFC 8707).
 const AUDIENCE: &str = "https://audit.berth.test/mcp";
 const CLIENT: (&str, &str) = ("audit-agent", "audit-secret-0123456789");
+const INTRUDER: (&str, &str) = ("audit-intruder", "intruder-secret-0123456789");
 
 /// `sha256:<hex>` of the canonical JSON (keys sorted) of `value`, as documented.
 fn digest(value: &Value) -> String {
@@ -40,6 +41,12 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
         .create_client(CLIENT.0, CLIENT.1, "mcp:tools", &[AUDIENCE])
         .await;
     let token = hydra.token(CLIENT.0, CLIENT.1, "mcp:tools", AUDIENCE).await;
+    hydra
+        .create_client(INTRUDER.0, INTRUDER.1, "mcp:tools", &[AUDIENCE])
+        .await;
+    let intruder = hydra
+        .token(INTRUDER.0, INTRUDER.1, "mcp:tools", AUDIENCE)
+        .await;
 
     let mut cfg = config(&upstream.url, "30s");
     cfg.audit = AuditLog::Stdout;
@@ -107,12 +114,22 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
         .await;
         assert_eq!(reply.last()["id"], *id, "{}", reply.text);
     }
+    // Another identity's call on this session: 404, as for an unknown session, and audited.
+    let theirs = format!("Bearer {intruder}");
+    let hijack = post_with(
+        &proxy.mcp_url,
+        Some(&session),
+        &[("authorization", theirs.as_str())],
+        &call(json!(14), "echo", json!({"message": "mine now"})),
+    )
+    .await;
+    assert_eq!(hijack.status, 404, "{}", hijack.text);
     // A request without a token: refused before its body is read.
     let refused = post_with(&proxy.mcp_url, None, &[], &init.to_string()).await;
     assert_eq!(refused.status, 401, "{}", refused.text);
 
     let mut lines = Vec::new();
-    while lines.len() < 4 {
+    while lines.len() < 5 {
         let line = tokio::time::timeout(Duration::from_secs(10), stdout.next_line())
             .await
             .expect("an audit line within 10 s")
@@ -126,6 +143,7 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
         "arguments never logged: {text}"
     );
     assert!(!text.contains(&token), "the token is never logged");
+    assert!(!text.contains("mine now"), "arguments never logged: {text}");
     let events: Vec<Value> = lines
         .iter()
         .map(|l| serde_json::from_str(l).expect("each line is one JSON object"))
@@ -157,7 +175,14 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
         let duration = event["duration_ms"].as_f64().expect("duration_ms");
         assert!((0.0..10_000.0).contains(&duration), "{event}");
     }
-    let refusal = &events[3];
+    let hijack = &events[3];
+    assert_eq!(hijack["event"], "tools/call", "{hijack}");
+    assert_eq!(hijack["subject"], INTRUDER.0, "{hijack}");
+    assert_eq!(hijack["session_id"], json!(session), "{hijack}");
+    assert_eq!(hijack["request_id"], 14, "{hijack}");
+    assert_eq!(hijack["decision"], "deny", "{hijack}");
+    assert_eq!(hijack["outcome"], "rejected", "{hijack}");
+    let refusal = &events[4];
     assert_eq!(refusal["event"], "request", "{refusal}");
     assert_eq!(refusal["decision"], "deny", "{refusal}");
     assert_eq!(refusal["outcome"], "unauthorized", "{refusal}");

@@ -325,3 +325,34 @@ async fn tools_rate_limit_answers_429_with_retry_after_and_the_call_never_reache
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn tools_call_whose_name_is_not_a_string_is_refused_and_never_reaches_the_upstream() {
+    let upstream = FaultUpstream::start().await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = policy(Some(&["echo"]), false);
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let before = upstream.count("tools/call");
+    for name in [json!(1), json!(["bad"]), json!(null)] {
+        let body = json!({"jsonrpc": "2.0", "id": "n", "method": "tools/call",
+            "params": {"name": name, "arguments": {}}});
+        let reply = post_raw(&url, Some(&session), &body.to_string()).await;
+        let error = &reply.last()["error"];
+        assert_eq!(error["code"], json!(-32602), "{name}: {}", reply.text);
+        assert_eq!(
+            error["data"]["outcome"],
+            json!("rejected"),
+            "{}",
+            reply.text
+        );
+        assert_eq!(reply.last()["id"], json!("n"));
+    }
+    assert_eq!(
+        upstream.count("tools/call"),
+        before,
+        "nothing reached the upstream"
+    );
+    proxy.shutdown().await;
+}

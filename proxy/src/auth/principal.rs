@@ -29,6 +29,14 @@ impl Principal {
         )
     }
 
+    /// [`Self::identity`] as 32 hex digits (the first 16 bytes of its SHA-256): what a session
+    /// records and a signed session id carries as its owner, so the id names no subject.
+    pub fn owner_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(self.identity().as_bytes());
+        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// Whether every scope in `required` was granted; the missing ones otherwise.
     pub fn missing_scopes<'a>(&self, required: &'a [String]) -> Vec<&'a str> {
         required
@@ -66,10 +74,20 @@ enum Words {
 }
 
 impl Words {
+    /// Scopes: a string is a space-separated list (RFC 8693 section 4.2).
     fn into_vec(self) -> Vec<String> {
         match self {
             Self::One(text) => text.split_ascii_whitespace().map(str::to_owned).collect(),
             Self::Many(words) => words,
+        }
+    }
+
+    /// Groups: a string is one group name, whatever it contains ("Domain Admins" is not the
+    /// group "Admins").
+    fn into_names(self) -> Vec<String> {
+        match self {
+            Self::One(name) => vec![name],
+            Self::Many(names) => names,
         }
     }
 }
@@ -86,7 +104,7 @@ impl From<Claims> for Principal {
             subject: claims.sub,
             client_id: claims.client_id.or(claims.azp),
             scopes,
-            groups: claims.groups.map(Words::into_vec).unwrap_or_default(),
+            groups: claims.groups.map(Words::into_names).unwrap_or_default(),
         }
     }
 }
@@ -113,6 +131,14 @@ mod tests {
         assert_eq!(p.groups, ["ops"]);
         let required = vec!["mcp:tools".to_owned(), "mcp:write".to_owned()];
         assert_eq!(p.missing_scopes(&required), ["mcp:write"]);
+    }
+
+    #[test]
+    fn a_groups_string_is_one_group_even_with_spaces() {
+        let p = principal(serde_json::json!({ "sub": "u", "groups": "Domain Admins" }));
+        assert_eq!(p.groups, ["Domain Admins"]);
+        let p = principal(serde_json::json!({ "sub": "u", "groups": ["Domain Admins", "ops"] }));
+        assert_eq!(p.groups, ["Domain Admins", "ops"]);
     }
 
     #[test]

@@ -49,7 +49,7 @@ mod tests {
     #[test]
     fn ping_and_set_level_are_answered_here() {
         let sessions = Sessions::new(std::time::Duration::from_secs(60));
-        let session = sessions.create("2025-06-18", json!({}), None);
+        let session = sessions.create("2025-06-18", json!({}), None, None);
         let ping: WireMessage = json!({"jsonrpc":"2.0","id":1,"method":"ping"}).into();
         assert_eq!(
             answer(&session, "ping", &ping),

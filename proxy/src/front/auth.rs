@@ -85,6 +85,7 @@ pub async fn require_auth(
 }
 
 fn static_token_refusal() -> (&'static str, Response) {
+    tracing::info!("refused a request (authorization): missing or wrong static bearer token");
     let response = refusal(
         StatusCode::UNAUTHORIZED,
         "missing or invalid bearer token: send Authorization: Bearer <token>",

@@ -98,12 +98,10 @@ pub async fn handle(
     }
     let session = proxy
         .sessions
-        .create(version, client_capabilities, dedicated);
+        .create(version, client_capabilities, dedicated, caller);
     if let Some(info) = client_info {
         session.set_client_info(info);
     }
-    // Binds the new session to its caller's identity (always admitted: it has none yet).
-    let _ = session.admits(caller);
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
     }

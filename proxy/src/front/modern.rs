@@ -51,6 +51,13 @@ pub async fn handle(
         Message::Request { id, .. } => id.clone(),
         Message::Response { .. } | Message::Notification { .. } => Value::Null,
     };
+    let received = std::time::Instant::now();
+    let audited = |answer: Answer, body: &Value| {
+        proxy
+            .auditor
+            .refused_tool_call(body, None, caller.as_ref(), received.elapsed());
+        answer
+    };
     let version = match headers::check(headers, message.body()) {
         Ok(version) => version,
         Err(refusal) => {
@@ -59,7 +66,7 @@ pub async fn handle(
                 .invalid_messages
                 .with_label_values(&[refusal.reason()])
                 .inc();
-            return refusal.answer(&id);
+            return audited(refusal.answer(&id), message.body());
         }
     };
     let Message::Request { id, method, body } = message else {
@@ -82,8 +89,14 @@ pub async fn handle(
             &format!("{method} is not part of MCP {version}"),
         );
     }
+    // The `Mcp-Param-*` headers of a tool this caller may call; a hidden or ungranted tool's
+    // call goes on to be refused without telling its parameters.
     if method == "tools/call"
         && let Some(tool) = body.pointer("/params/name").and_then(Value::as_str)
+        && proxy.upstream.exposes(tool)
+        && proxy.tool_grants.as_ref().is_none_or(|grants| {
+            grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
+        })
         && let Err(refusal) =
             headers::check_params(headers, &body, &proxy.upstream.param_headers(tool))
     {
@@ -92,7 +105,7 @@ pub async fn handle(
             .invalid_messages
             .with_label_values(&[refusal.reason()])
             .inc();
-        return refusal.answer(&id);
+        return audited(refusal.answer(&id), &body);
     }
     let json_only = !super::accepts_sse(headers);
     let params = param_headers(headers);

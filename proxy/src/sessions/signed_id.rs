@@ -35,6 +35,10 @@ pub struct Claims {
     /// Names of the capabilities the client declared (`sampling`, `roots`, ...).
     #[serde(rename = "c")]
     pub capabilities: Vec<String>,
+    /// Digest of the identity that opened the session ([`crate::auth::Principal::owner_digest`]),
+    /// so every replica binds an adopted session to its opener; absent without OAuth.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 impl Claims {
@@ -82,9 +86,15 @@ impl SessionSigner {
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key).expect("HMAC takes keys of any length")
     }
 
-    /// A fresh id for a session that negotiated `protocol_version` and declared
-    /// `client_capabilities` (an object; other shapes declare nothing).
-    pub fn mint(&self, protocol_version: &str, client_capabilities: &Value) -> String {
+    /// A fresh id for a session that negotiated `protocol_version`, declared
+    /// `client_capabilities` (an object; other shapes declare nothing) and belongs to the
+    /// identity digest `owner`.
+    pub fn mint(
+        &self,
+        protocol_version: &str,
+        client_capabilities: &Value,
+        owner: Option<&str>,
+    ) -> String {
         let mut capabilities: Vec<String> = client_capabilities
             .as_object()
             .map(|m| m.keys().cloned().collect())
@@ -94,6 +104,7 @@ impl SessionSigner {
             nonce: uuid::Uuid::new_v4().simple().to_string(),
             protocol_version: protocol_version.to_owned(),
             capabilities,
+            owner: owner.map(str::to_owned),
         };
         let encoded =
             URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims serialize"));
@@ -130,11 +141,16 @@ mod tests {
         let id = a.mint(
             "2025-06-18",
             &json!({"sampling": {}, "roots": {"listChanged": true}}),
+            Some("0f1e2d3c4b5a69788796a5b4c3d2e1f0"),
         );
         assert!(id.bytes().all(|b| (0x21..=0x7e).contains(&b)), "{id}");
         let claims = a.verify(&id).expect("own id verifies");
         assert_eq!(claims.protocol_version, "2025-06-18");
         assert_eq!(claims.capabilities, ["roots", "sampling"]);
+        assert_eq!(
+            claims.owner.as_deref(),
+            Some("0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+        );
         assert_eq!(
             claims.capabilities_object(),
             json!({"roots": {}, "sampling": {}})
@@ -146,7 +162,7 @@ mod tests {
     #[test]
     fn other_key_altered_or_malformed_ids_do_not_verify() {
         let a = signer("0123456789abcdef-replica-key");
-        let id = a.mint("2025-06-18", &json!({}));
+        let id = a.mint("2025-06-18", &json!({}), None);
         assert!(signer("another-key-0123456789").verify(&id).is_none());
         let (claims, tag) = id.split_once('.').expect("two parts");
         let forged_claims = URL_SAFE_NO_PAD.encode(
@@ -166,8 +182,8 @@ mod tests {
     fn ids_are_distinct_and_short_keys_are_refused() {
         let a = signer("0123456789abcdef-replica-key");
         assert_ne!(
-            a.mint("2025-06-18", &json!({})),
-            a.mint("2025-06-18", &json!({}))
+            a.mint("2025-06-18", &json!({}), None),
+            a.mint("2025-06-18", &json!({}), None)
         );
         assert!(SessionSigner::new(b"short").is_err());
     }

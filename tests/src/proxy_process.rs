@@ -190,6 +190,22 @@ impl ProxyProcess {
         Ok(self.status_field("Threads")?.parse()?)
     }
 
+    /// The names of the process's threads (`/proc/<pid>/task/*/comm`), sorted.
+    ///
+    /// # Errors
+    /// When `/proc/<pid>/task` cannot be read.
+    pub fn thread_names(&self) -> anyhow::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.pid()?))? {
+            // A thread that ended between the listing and the read is simply not named.
+            if let Ok(name) = std::fs::read_to_string(task?.path().join("comm")) {
+                names.push(name.trim_end().to_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
     fn status_field(&self, field: &str) -> anyhow::Result<String> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
         let line = status

@@ -46,7 +46,7 @@ async fn post(
 
 /// Starts the binary in front of a fault upstream with `extra` flags and `env`, opens a
 /// session, sends [`CALLS`] calls at once, and checks each answer is its own. Returns the
-/// proxy's thread count while it serves.
+/// proxy's thread count while it serves, less its one audit writer thread.
 async fn serve_concurrent_calls(extra: &[&str], env: &[(&str, &str)]) -> u64 {
     berth_proxy::install_crypto_provider();
     let upstream = FaultUpstream::start().await;
@@ -88,7 +88,14 @@ async fn serve_concurrent_calls(extra: &[&str], env: &[(&str, &str)]) -> u64 {
             "call {n} got {answer}"
         );
     }
-    proxy.threads().expect("the thread count")
+    // The audit writer (one thread, `berth-audit`; audit events are on by default) is not a
+    // worker: it only writes lines to stdout.
+    let names = proxy.thread_names().expect("the thread names");
+    let writers = names.iter().filter(|name| *name == "berth-audit").count();
+    assert_eq!(writers, 1, "one audit writer thread: {names:?}");
+    let threads = proxy.threads().expect("the thread count");
+    assert_eq!(threads as usize, names.len(), "{names:?}");
+    threads - 1
 }
 
 #[tokio::test]

@@ -51,6 +51,7 @@ use session::SessionSettings;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.proxy) || (has(self.upstream.transport) && self.upstream.transport == 'Stdio') || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
 #[x_kube(validation = Rule::new("!has(self.tools) || !has(self.tools.grants) || (has(self.proxy) && has(self.proxy.auth) && has(self.proxy.auth.oauth))").message("spec.tools.grants needs spec.proxy.auth.oauth: grants match the claims of OAuth access tokens"))]
+#[x_kube(validation = Rule::new("!has(self.toolsProbe) || !has(self.toolsProbe.policy) || self.toolsProbe.policy != 'Never' || !has(self.tools) || ((!has(self.tools.readOnly) || !self.tools.readOnly) && (!has(self.tools.grants) || self.tools.grants.all(g, !has(g.readOnly) || !g.readOnly)))").message("spec.toolsProbe.policy Never cannot serve spec.tools.readOnly or a readOnly grant: readOnlyHint comes from the proxy's own tool listing"))]
 pub struct McpUpstreamSpec {
     /// The upstream MCP server: its image, transport and how it listens.
     pub upstream: UpstreamSpec,

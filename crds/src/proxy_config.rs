@@ -199,6 +199,12 @@ pub enum ProxyConfigError {
         "tools.grants needs downstreamAuth.oauth: grants match the claims of OAuth access tokens"
     )]
     GrantsNeedOAuth,
+    /// `tools.readOnly` or a read-only grant with `toolsProbe.policy: Never`: whether a tool is
+    /// read-only is learned from the proxy's own listing, which `Never` never makes.
+    #[error(
+        "toolsProbe.policy Never cannot serve tools.readOnly or a readOnly grant: readOnlyHint comes from the proxy's own tool listing"
+    )]
+    ReadOnlyNeedsProbe,
     /// The transport is declared in the API but this proxy build does not serve it yet.
     #[error("upstream.transport {0:?} is not supported by this proxy version")]
     UnsupportedTransport(Transport),
@@ -257,6 +263,10 @@ impl ProxyConfig {
         let oauth = self.downstream_auth.as_ref().and_then(|a| a.oauth.as_ref());
         if !self.tools.grants.is_empty() && oauth.is_none() {
             return Err(ProxyConfigError::GrantsNeedOAuth);
+        }
+        let read_only = self.tools.read_only || self.tools.grants.iter().any(|g| g.read_only);
+        if read_only && self.tools_probe.policy == ToolsProbePolicy::Never {
+            return Err(ProxyConfigError::ReadOnlyNeedsProbe);
         }
         if let Some(auth) = &self.downstream_auth {
             auth.check()?;
@@ -695,6 +705,20 @@ mod tests {
             Some(Duration::from_secs(10))
         );
         assert_eq!(config.timeouts.call().ok(), Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn read_only_rules_need_a_tools_probe() {
+        let mut config = ProxyConfig::from_yaml(MINIMAL).expect("minimal config parses");
+        config.tools_probe.policy = ToolsProbePolicy::Never;
+        assert!(config.check().is_ok(), "Never alone is fine");
+        config.tools.read_only = true;
+        assert!(matches!(
+            config.check(),
+            Err(ProxyConfigError::ReadOnlyNeedsProbe)
+        ));
+        config.tools_probe.policy = ToolsProbePolicy::PerCall;
+        assert!(config.check().is_ok());
     }
 
     #[test]

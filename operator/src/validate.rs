@@ -97,6 +97,7 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         ProxyConfigError::Tools(_) => InvalidSpec::new("spec.tools.allow", err),
         ProxyConfigError::DownstreamAuth(_) => InvalidSpec::new("spec.proxy.auth", err),
         ProxyConfigError::GrantsNeedOAuth => InvalidSpec::new("spec.tools.grants", err),
+        ProxyConfigError::ReadOnlyNeedsProbe => InvalidSpec::new("spec.toolsProbe.policy", err),
     }
 }
 

@@ -402,7 +402,7 @@ pub async fn request(
         }
         // A caller over a rate limit for the tool waits, told for how long.
         if let Some(limits) = &proxy.rate_limits
-            && let Err(wait) = limits.admit(caller.as_deref(), tool)
+            && let Err(wait) = limits.admit(caller.as_deref(), tool, proxy.upstream.lists(tool))
         {
             session.finish(&id);
             ending.record(Outcome::RateLimited);

@@ -32,6 +32,10 @@ struct Rule {
 /// The caller key without OAuth: every client of the endpoint counts as one caller.
 const ANYONE: &str = "";
 
+/// The bucket key of every tool name the upstream's listing does not name (not a valid tool
+/// name, so it never collides with one).
+pub const UNLISTED: &str = "\u{0}unlisted";
+
 impl RateLimits {
     /// Compiles `limits`; `None` when there are none.
     ///
@@ -65,15 +69,23 @@ impl RateLimits {
         }))
     }
 
-    /// Takes one call of `tool` by `caller` from every limit naming the tool.
+    /// Takes one call of `tool` by `caller` from every limit naming the tool. `listed` says
+    /// whether the upstream's tool listing names the tool: calls to names it does not list
+    /// share one bucket per caller ([`UNLISTED`]), so made-up names neither escape the limit
+    /// nor grow the buckets.
     ///
     /// # Errors
     /// The wait until the call would be admitted (the longest over the limits that refused),
     /// for `Retry-After`.
-    pub fn admit(&self, caller: Option<&Principal>, tool: &str) -> Result<(), Duration> {
+    pub fn admit(
+        &self,
+        caller: Option<&Principal>,
+        tool: &str,
+        listed: bool,
+    ) -> Result<(), Duration> {
         let key = (
             caller.map_or_else(|| ANYONE.to_owned(), Principal::identity),
-            tool.to_owned(),
+            if listed { tool } else { UNLISTED }.to_owned(),
         );
         let mut wait: Option<Duration> = None;
         for rule in self.rules.iter().filter(|rule| rule.tools.is_match(tool)) {
@@ -123,37 +135,42 @@ mod tests {
     fn each_caller_and_each_tool_has_its_own_bucket() {
         let limits = limits("[{tools: ['search*'], calls: 2, per: 1h}]");
         let (alice, bob) = (caller("alice"), caller("bob"));
-        assert_eq!(limits.admit(Some(&alice), "search"), Ok(()));
-        assert_eq!(limits.admit(Some(&alice), "search"), Ok(()));
+        assert_eq!(limits.admit(Some(&alice), "search", true), Ok(()));
+        assert_eq!(limits.admit(Some(&alice), "search", true), Ok(()));
         let wait = limits
-            .admit(Some(&alice), "search")
+            .admit(Some(&alice), "search", true)
             .expect_err("the third call in the hour is over the limit");
         assert!(
             wait > Duration::from_secs(29 * 60) && wait <= Duration::from_secs(30 * 60),
             "one token comes back every 30 min: {wait:?}"
         );
         assert_eq!(
-            limits.admit(Some(&bob), "search"),
+            limits.admit(Some(&bob), "search", true),
             Ok(()),
             "bob's own bucket"
         );
         assert_eq!(
-            limits.admit(Some(&alice), "search_docs"),
+            limits.admit(Some(&alice), "search_docs", true),
             Ok(()),
             "another tool's own bucket"
         );
         assert_eq!(
-            limits.admit(Some(&alice), "fetch"),
+            limits.admit(Some(&alice), "fetch", true),
             Ok(()),
             "not named: no limit"
         );
-        assert_eq!(limits.admit(None, "search"), Ok(()));
-        assert_eq!(limits.admit(None, "search"), Ok(()));
+        assert_eq!(limits.admit(None, "search", true), Ok(()));
+        assert_eq!(limits.admit(None, "search", true), Ok(()));
         assert!(
-            limits.admit(None, "search").is_err(),
+            limits.admit(None, "search", true).is_err(),
             "callers without a token share"
         );
         assert_eq!(limits.retain_recent(), 4, "every bucket is still draining");
+        // Names the listing does not have share one bucket per caller.
+        assert_eq!(limits.admit(Some(&bob), "search_a", false), Ok(()));
+        assert_eq!(limits.admit(Some(&bob), "search_b", false), Ok(()));
+        assert!(limits.admit(Some(&bob), "search_c", false).is_err());
+        assert_eq!(limits.retain_recent(), 5);
     }
 
     #[test]
@@ -161,16 +178,18 @@ mod tests {
         let limits = limits("[{calls: 6, per: 1h, burst: 3}, {tools: [slow], calls: 1, per: 1h}]");
         let alice = caller("alice");
         for _ in 0..3 {
-            assert_eq!(limits.admit(Some(&alice), "echo"), Ok(()));
+            assert_eq!(limits.admit(Some(&alice), "echo", true), Ok(()));
         }
-        let wait = limits.admit(Some(&alice), "echo").expect_err("burst spent");
+        let wait = limits
+            .admit(Some(&alice), "echo", true)
+            .expect_err("burst spent");
         assert!(
             wait > Duration::from_secs(9 * 60) && wait <= Duration::from_secs(10 * 60),
             "then one call per 10 min: {wait:?}"
         );
-        assert_eq!(limits.admit(Some(&alice), "slow"), Ok(()));
+        assert_eq!(limits.admit(Some(&alice), "slow", true), Ok(()));
         let wait = limits
-            .admit(Some(&alice), "slow")
+            .admit(Some(&alice), "slow", true)
             .expect_err("the hourly limit on slow holds beside the broad one");
         assert!(wait > Duration::from_secs(3500), "{wait:?}");
     }

@@ -301,6 +301,13 @@ impl Upstream {
             .unwrap_or_default()
     }
 
+    /// Whether the last tool listing names `tool`.
+    pub fn lists(&self, tool: &str) -> bool {
+        self.catalog
+            .read()
+            .is_ok_and(|c| c.names().any(|name| name == tool))
+    }
+
     /// Whether the last listing annotated `tool` `readOnlyHint: true`.
     pub fn is_read_only(&self, tool: &str) -> bool {
         self.catalog.read().is_ok_and(|c| c.is_read_only(tool))

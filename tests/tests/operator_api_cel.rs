@@ -233,6 +233,22 @@ async fn operator_api_cel_rejections_name_the_field() {
             "spec.tools.grants",
         ),
         (
+            "readOnly without a tools probe",
+            format!(
+                "{}  tools: {{readOnly: true}}\n  toolsProbe: {{policy: Never}}\n",
+                up("")
+            ),
+            "spec.toolsProbe.policy",
+        ),
+        (
+            "readOnly grant without a tools probe",
+            format!(
+                "{}  tools: {{grants: [{{tools: ['*'], readOnly: true, scopes: [s]}}]}}\n  toolsProbe: {{policy: Never}}\n  proxy: {{auth: {{oauth: {OAUTH}}}}}\n",
+                up("")
+            ),
+            "spec.toolsProbe.policy",
+        ),
+        (
             "rate limit of zero calls",
             format!("{}  tools: {{rateLimits: [{{calls: 0}}]}}\n", up("")),
             "spec.tools.rateLimits[0].calls",

@@ -19,7 +19,8 @@ use crate::duration::DurationString;
 /// `spec.proxy.auth.oauth`; without it, every client of the endpoint counts as one caller.
 /// A call over the limit gets HTTP 429 with `Retry-After` and a JSON-RPC error (outcome
 /// `rate_limited`) and never reaches the upstream. When several limits name a tool, each
-/// applies.
+/// applies. Calls naming a tool the upstream's listing does not have share one bucket per
+/// caller.
 ///
 /// Example: `{tools: ["search*"], calls: 60, per: 1m, burst: 10}`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
 use crate::auth::Principal;
@@ -110,6 +109,12 @@ impl Auditor {
         }
     }
 
+    /// Whether lines are written at all: callers skip gathering [`CallFacts`] (an arguments
+    /// digest per call) when not.
+    pub fn is_on(&self) -> bool {
+        !matches!(self.sink, Sink::Off)
+    }
+
     /// No audit lines.
     pub fn off() -> Self {
         Self {
@@ -174,7 +179,7 @@ impl Auditor {
         caller: Option<&Arc<Principal>>,
         duration: Duration,
     ) {
-        if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        if !self.is_on() || message.get("method").and_then(Value::as_str) != Some("tools/call") {
             return;
         }
         let request_id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -227,10 +232,7 @@ impl Auditor {
 /// `sha256:<hex>` of `arguments`' canonical JSON (object keys sorted, recursively), so the same
 /// arguments give the same digest whatever order the client wrote them in.
 pub fn arguments_digest(arguments: &Value) -> String {
-    let canonical = crate::upstream::tools::canonical(arguments);
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    crate::upstream::tools::canonical_digest(arguments)
 }
 
 fn now() -> String {

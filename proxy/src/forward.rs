@@ -281,7 +281,7 @@ pub async fn request(
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
-    let facts = (method == "tools/call").then(|| {
+    let facts = (method == "tools/call" && proxy.auditor.is_on()).then(|| {
         let session_id = (!session.is_modern()).then(|| session.id());
         CallFacts::of(session_id, &id, caller.clone(), &body)
     });

@@ -11,7 +11,8 @@ use std::num::NonZeroU32;
 use std::time::Duration;
 
 use berth_crds::ToolRateLimit;
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use berth_crds::tool_policy::grant::tool_globs;
+use globset::GlobSet;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
@@ -49,17 +50,14 @@ impl RateLimits {
         let mut rules = Vec::with_capacity(limits.len());
         for (index, limit) in limits.iter().enumerate() {
             let field = format!("tools.rateLimits[{index}]");
-            let mut tools = GlobSetBuilder::new();
-            for pattern in &limit.tools {
-                tools.add(Glob::new(pattern).map_err(|e| format!("{field}.tools: {e}"))?);
-            }
+            let tools = tool_globs(&limit.tools).map_err(|e| format!("{field}.tools {e}"))?;
             let (interval, burst) = limit.refill().map_err(|why| format!("{field}: {why}"))?;
             let burst = NonZeroU32::new(burst).ok_or_else(|| format!("{field}: burst is 0"))?;
             let quota = Quota::with_period(interval)
                 .ok_or_else(|| format!("{field}: the refill interval is zero"))?
                 .allow_burst(burst);
             rules.push(Rule {
-                tools: tools.build().map_err(|e| format!("{field}: {e}"))?,
+                tools,
                 buckets: RateLimiter::keyed(quota),
             });
         }

@@ -61,6 +61,19 @@ impl ToolGrant {
     }
 }
 
+/// `patterns` compiled into one matcher of tool names (the syntax `grants` and `rateLimits`
+/// document), for the proxy.
+///
+/// # Errors
+/// The first pattern that is not a glob, with globset's reason.
+pub fn tool_globs(patterns: &[String]) -> Result<globset::GlobSet, String> {
+    let mut set = globset::GlobSetBuilder::new();
+    for pattern in patterns {
+        set.add(globset::Glob::new(pattern).map_err(|e| format!("{pattern:?}: {e}"))?);
+    }
+    set.build().map_err(|e| e.to_string())
+}
+
 /// The first of `patterns` that is not a valid tool glob, with why (shared by `grants` and
 /// `rateLimits`).
 pub(crate) fn bad_pattern(patterns: &[String]) -> Option<(String, String)> {

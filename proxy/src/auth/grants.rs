@@ -8,7 +8,8 @@
 use std::collections::BTreeSet;
 
 use berth_crds::ToolGrant;
-use globset::{Glob, GlobSet, GlobSetBuilder};
+use berth_crds::tool_policy::grant::tool_globs;
+use globset::GlobSet;
 
 use super::Principal;
 
@@ -38,17 +39,11 @@ impl Grants {
         }
         let mut rules = Vec::with_capacity(grants.len());
         for (index, grant) in grants.iter().enumerate() {
-            let mut tools = GlobSetBuilder::new();
-            for pattern in &grant.tools {
-                let glob = Glob::new(pattern)
-                    .map_err(|e| format!("tools.grants[{index}].tools {pattern:?}: {e}"))?;
-                tools.add(glob);
-            }
+            let tools =
+                tool_globs(&grant.tools).map_err(|e| format!("tools.grants[{index}].tools {e}"))?;
             let set = |values: &[String]| values.iter().cloned().collect();
             rules.push(Rule {
-                tools: tools
-                    .build()
-                    .map_err(|e| format!("tools.grants[{index}]: {e}"))?,
+                tools,
                 read_only: grant.read_only,
                 subjects: set(&grant.subjects),
                 client_ids: set(&grant.client_ids),

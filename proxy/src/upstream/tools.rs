@@ -188,7 +188,13 @@ pub fn fingerprint(tools: &Tools) -> String {
             canonical(&Value::Object(entry))
         })
         .collect();
-    let digest = Sha256::digest(Value::Array(list).to_string().as_bytes());
+    canonical_digest(&Value::Array(list))
+}
+
+/// `sha256:<64 hex>` of `value`'s canonical JSON ([`canonical`]): the tool fingerprint and the
+/// audit events' argument digest.
+pub(crate) fn canonical_digest(value: &Value) -> String {
+    let digest = Sha256::digest(canonical(value).to_string().as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
 }

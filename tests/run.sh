@@ -37,6 +37,10 @@ step "ORY Hydra (the OAuth 2.1 authorization server of the auth tests; Go, cache
 BERTH_HYDRA="$(tests/auth/build.sh | tail -n 1)/hydra"
 export BERTH_HYDRA
 
+step "Jaeger (the trace backend of the tracing tests; Go, cached)"
+BERTH_JAEGER="$(tests/tracing/build.sh | tail -n 1)/jaeger"
+export BERTH_JAEGER
+
 step "helm, promtool and Prometheus (the chart, alert and dashboard tests; Go, cached)"
 chart_tools=$(tests/chart/build.sh | tail -n 1)
 export BERTH_PROMETHEUS="$chart_tools/prometheus"

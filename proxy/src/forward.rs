@@ -21,6 +21,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tracing::{Instrument as _, Span};
 
 use crate::answer::Answer;
 use crate::audit::CallFacts;
@@ -31,6 +32,7 @@ use crate::metrics::Era;
 use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::telemetry::spans;
 use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
@@ -65,6 +67,10 @@ struct Call {
     caller: Option<Arc<Principal>>,
     /// What the audit line of a `tools/call` reports; `None` for other methods.
     facts: Option<CallFacts>,
+    /// The request's server span (issue 16; [`Span::none`] while traces are off).
+    span: Span,
+    /// The client span of the current exchange with the upstream.
+    attempt: Span,
 }
 
 impl Call {
@@ -80,6 +86,7 @@ impl Call {
         }
         let elapsed = self.started.elapsed();
         self.ending(Era::of(&self.session)).record(outcome);
+        spans::record_outcome(&self.attempt, outcome);
         self.session.finish(&self.downstream_id);
         tracing::debug!(
             mcp.session_id = self.session.id(),
@@ -103,6 +110,7 @@ impl Call {
             started: self.started,
             era,
             facts: self.facts.as_ref(),
+            span: &self.span,
         }
     }
 
@@ -204,6 +212,7 @@ pub(crate) struct Ending<'a> {
     started: Instant,
     era: Era,
     facts: Option<&'a CallFacts>,
+    span: &'a Span,
 }
 
 impl Ending<'_> {
@@ -216,6 +225,7 @@ impl Ending<'_> {
         if let Some(facts) = self.facts {
             self.proxy.auditor.tool_call(facts, outcome, elapsed);
         }
+        spans::record_outcome(self.span, outcome);
     }
 }
 
@@ -278,6 +288,10 @@ pub async fn request(
     let started = Instant::now();
     let era = Era::of(&session);
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
+    // The server span the front opened for this request.
+    let span = Span::current();
+    let session_id = (!session.is_modern()).then(|| session.id());
+    spans::record_session(&span, session_id, session.protocol_version());
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
@@ -292,6 +306,7 @@ pub async fn request(
         started,
         era,
         facts: facts.as_ref(),
+        span: &span,
     };
     // A call whose tool cannot be named cannot be checked against any rule: refused, never
     // forwarded.
@@ -487,10 +502,18 @@ pub async fn request(
         input_rounds: 0,
         caller,
         facts,
+        span,
+        attempt: Span::none(),
     };
     let mut replayed = false;
     loop {
         call.upstream_id = call.upstream.next_request_id();
+        call.attempt = spans::client(
+            &call.method,
+            call.tool.as_deref(),
+            call.upstream_id,
+            if replayed { 2 } else { 1 },
+        );
         // Registered before the POST, so a response the upstream puts on its standalone stream
         // instead (issue 12, item 3) cannot arrive unawaited.
         let late = call.upstream.expect_response(call.upstream_id);
@@ -499,7 +522,9 @@ pub async fn request(
             () = in_flight.cancelled.cancelled() => None,
             sent = tokio::time::timeout_at(
                 deadline,
-                call.upstream.send_with(&body, call.session.param_headers()),
+                call.upstream
+                    .send_with(&body, call.session.param_headers())
+                    .instrument(call.attempt.clone()),
             ) => Some(sent),
         };
         let reply = match sent {
@@ -513,7 +538,9 @@ pub async fn request(
                 // The upstream refused the request because it did not know the session: it
                 // provably never ran. Replay it once on the next session.
                 replayed = true;
-                match recover(&call, deadline).await {
+                spans::record_error(&call.attempt, Outcome::SessionLost.as_label());
+                let reinitialize = spans::step(spans::Step::Reinitialize);
+                match recover(&call, deadline).instrument(reinitialize).await {
                     Some(next) => {
                         proxy.metrics.replays.inc();
                         call.upstream = next;
@@ -586,6 +613,7 @@ async fn resume_parked(
             started: retry.started,
             era: Era::Modern,
             facts: retry.facts.as_ref(),
+            span: &Span::current(),
         };
         ending.record(Outcome::Rejected);
         Answer::error_with_data(

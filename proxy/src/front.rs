@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use futures::StreamExt;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::answer::Answer;
 use crate::auth::Principal;
@@ -33,6 +34,7 @@ use crate::jsonrpc::{self, Invalid, Message};
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
+use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
 
 /// Largest request body accepted, in bytes (16 MiB).
@@ -177,6 +179,23 @@ async fn client_message(
         Ok(message) => message,
         Err(invalid) => return refuse(proxy, &invalid),
     };
+    // One server span per request (issue 16); none while traces are off.
+    let span = match &message {
+        Message::Request { id, body, .. } => telemetry::spans::server(headers, body, id),
+        _ => tracing::Span::none(),
+    };
+    classified(proxy, headers, message, caller)
+        .instrument(span)
+        .await
+}
+
+/// One client message that is a JSON-RPC request, notification or response.
+async fn classified(
+    proxy: &Arc<Proxy>,
+    headers: &HeaderMap,
+    message: Message,
+    caller: Option<Arc<Principal>>,
+) -> Answer {
     let received = std::time::Instant::now();
     let header = session_header(headers);
     // A `tools/call` refused here still gets its audit event (outcome `rejected`).
@@ -404,6 +423,7 @@ pub(super) fn refused(
         .invalid_messages
         .with_label_values(&[reason])
         .inc();
+    telemetry::spans::record_outcome(&tracing::Span::current(), crate::outcome::Outcome::Rejected);
     Answer::error(status, id, code, message)
 }
 

@@ -26,6 +26,7 @@ pub mod sessions;
 pub mod stdio;
 pub mod subscriptions;
 pub mod tasks;
+pub mod telemetry;
 pub mod upstream;
 
 pub use outcome::Outcome;

@@ -194,6 +194,10 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Before the OTLP exporter's HTTP client is built.
+    berth_proxy::install_crypto_provider();
+    let settings = berth_proxy::telemetry::Settings::from_env()?;
+    let telemetry = berth_proxy::telemetry::init(&settings)?;
     let threads = args
         .worker_threads
         .map(std::num::NonZeroUsize::get)
@@ -206,21 +210,18 @@ fn main() -> anyhow::Result<()> {
         builder.worker_threads(threads);
         builder
     };
-    builder
+    let runtime = builder
         .enable_all()
         .build()
-        .context("failed to start the async runtime")?
-        .block_on(run(args))
+        .context("failed to start the async runtime")?;
+    let result = runtime.block_on(run(args));
+    // Queued spans are exported after the runtime stops (the exporter's client is blocking).
+    drop(runtime);
+    telemetry.shutdown();
+    result
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    berth_proxy::install_crypto_provider();
     match &args.command {
         Some(Command::Lint {
             config,

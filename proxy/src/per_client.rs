@@ -14,12 +14,14 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::jsonrpc::Message;
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
+use crate::telemetry::spans;
 use crate::upstream::listen::{self, Ended};
 use crate::upstream::session::Link;
 use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};
@@ -182,13 +184,19 @@ async fn handshake(
     budget: Duration,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     // On expiry the handshake future is dropped; for stdio that stops the child (BR-13).
-    let handshake = UpstreamSession::handshake(endpoint, Some(params.clone()));
-    match tokio::time::timeout(budget, handshake).await {
+    let span = spans::step(spans::Step::Handshake);
+    let handshake =
+        UpstreamSession::handshake(endpoint, Some(params.clone())).instrument(span.clone());
+    let result = match tokio::time::timeout(budget, handshake).await {
         Ok(result) => result.map(Arc::new),
         Err(_) => Err(UpstreamError::Handshake(format!(
             "upstream handshake took longer than {budget:?}"
         ))),
+    };
+    if let Err(error) = &result {
+        spans::record_error(&span, error.kind());
     }
+    result
 }
 
 /// Delivers one dedicated session's standalone messages to its client: notifications to the

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 pub use connection::{Connection, EndReason, PendingReply};
 pub use metrics::StdioMetrics;
@@ -125,11 +126,13 @@ impl StdioEndpoint {
     /// (also counted in `berth_proxy_stdio_spawn_failures_total`).
     pub async fn open(&self) -> Result<Connection, UpstreamError> {
         let n = self.next_label.fetch_add(1, Ordering::Relaxed);
+        let span = crate::telemetry::spans::step(crate::telemetry::spans::Step::StdioStart);
         let opened = match &self.target {
-            Target::Command(argv) => self.spawn(argv, n),
-            Target::Socket(path) => self.connect(path, n).await,
+            Target::Command(argv) => span.in_scope(|| self.spawn(argv, n)),
+            Target::Socket(path) => self.connect(path, n).instrument(span.clone()).await,
         };
-        if opened.is_err() {
+        if let Err(error) = &opened {
+            crate::telemetry::spans::record_error(&span, error.kind());
             self.metrics.spawn_failures.inc();
         }
         opened

@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod cluster;
 pub mod fault;
 pub mod hydra;
+pub mod jaeger;
 pub mod nginx;
 pub mod node;
 pub mod peers;

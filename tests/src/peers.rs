@@ -101,6 +101,19 @@ pub async fn python_server_modern_only() -> Peer {
     serve_on_free_port(command, "the modern-only Python MCP server").await
 }
 
+/// Starts `tests/peers/python/traced_server.py` (the Python SDK peer with the OpenTelemetry
+/// SDK) over Streamable HTTP, exporting its spans to the OTLP/HTTP endpoint `otlp` as service
+/// `python-upstream`.
+///
+/// # Panics
+/// As [`python_server`].
+pub async fn python_traced_server(otlp: &str) -> Peer {
+    let script = repo_root().join("tests/peers/python/traced_server.py");
+    let mut command = Command::new(python_interpreter());
+    command.arg(&script).env("BERTH_TRACED_OTLP_ENDPOINT", otlp);
+    serve_on_free_port(command, "the traced Python MCP server").await
+}
+
 /// The Python interpreter of the peer venv (`BERTH_PYTHON`, else the path
 /// `tests/peers/python/install.sh` recorded under the cache directory).
 ///

@@ -149,6 +149,11 @@ impl ProxyProcess {
         self.child.stdout.take()
     }
 
+    /// Its stderr, when started with a piped one (once).
+    pub fn take_stderr(&mut self) -> Option<tokio::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
     /// Its process id.
     ///
     /// # Errors

@@ -206,6 +206,10 @@ impl HttpUpstream {
         if let Some(session) = session {
             request = request.header(SESSION_HEADER, session);
         }
+        // The current span is the upstream's parent (W3C Trace Context; issue 16).
+        for (name, value) in crate::telemetry::traceparent_header() {
+            request = request.header(name, value);
+        }
         let response = request.send().await.map_err(UpstreamError::Send)?;
         let status = response.status();
         let session_id = response

@@ -411,7 +411,9 @@ impl UpstreamSession {
         !self.reported.swap(true, Ordering::Relaxed)
     }
 
-    /// Sends one message on this session. A modern upstream gets requests only, with the
+    /// Sends one message on this session (with traces on, carrying the current span's trace
+    /// context in `params._meta` and, over HTTP, the `traceparent` header). A modern upstream
+    /// gets requests only, with the
     /// mirrored headers over HTTP; a message without a place on its wire (a notification over
     /// HTTP, the handshake's notification, a response) is answered `Accepted` without being sent
     /// ([`super::era::has_place_on_modern_wire`]).
@@ -432,6 +434,10 @@ impl UpstreamSession {
         message: &WireMessage,
         param_headers: &[(String, String)],
     ) -> Result<Reply, UpstreamError> {
+        // With traces on, a request names the current span as its parent in `_meta`
+        // (SEP-414), over HTTP and stdio alike.
+        let traced = crate::telemetry::with_trace_context(message);
+        let message = traced.as_ref().unwrap_or(message);
         let http = match &self.link {
             Link::Stdio(connection) => {
                 if self.era == UpstreamEra::Modern && !has_place_on_modern_wire(message, true) {

@@ -11,10 +11,12 @@ use berth_crds::{PolicyFinding, ToolsProbePolicy};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use super::{
     Phase, Unavailable, Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools,
 };
+use crate::telemetry::spans;
 
 /// Most `tools/list` pages the probe follows before giving up on a cursor loop.
 const MAX_TOOL_PAGES: usize = 100;
@@ -173,12 +175,14 @@ impl Upstream {
     /// session only after the handshake completed (so no caller sees it half-initialized);
     /// readiness follows the probe.
     async fn establish(&self) -> Result<Arc<UpstreamSession>, Unavailable> {
-        let handshake = UpstreamSession::handshake(&self.endpoint, None);
+        let span = spans::step(spans::Step::Handshake);
+        let handshake = UpstreamSession::handshake(&self.endpoint, None).instrument(span.clone());
         // On expiry the handshake future is dropped: its HTTP exchange is abandoned, nothing of
         // it stays behind.
         let session = match tokio::time::timeout(self.connect_budget, handshake).await {
             Ok(Ok(session)) => Arc::new(session),
             Ok(Err(error)) => {
+                spans::record_error(&span, error.kind());
                 self.metrics
                     .upstream_initializations
                     .with_label_values(&["error"])
@@ -188,6 +192,7 @@ impl Upstream {
                 return Err(Unavailable::Failed);
             }
             Err(_) => {
+                spans::record_error(&span, "timeout");
                 self.metrics
                     .upstream_initializations
                     .with_label_values(&["timeout"])
@@ -295,12 +300,20 @@ impl Upstream {
     /// Lists every tool over `session` (following cursors), updates the catalogue and the
     /// metric label set. Returns whether the listing succeeded within the probe budget.
     pub(super) async fn probe_tools(&self, session: &UpstreamSession) -> bool {
-        let listing = tokio::time::timeout(self.probe_budget, list_tools(session)).await;
+        let span = spans::step(spans::Step::ToolsProbe);
+        let listing = tokio::time::timeout(
+            self.probe_budget,
+            list_tools(session).instrument(span.clone()),
+        )
+        .await;
         let result = match &listing {
             Ok(Ok(_)) => "ok",
             Ok(Err(_)) => "error",
             Err(_) => "timeout",
         };
+        if result != "ok" {
+            spans::record_error(&span, result);
+        }
         self.metrics.tools_probes.with_label_values(&[result]).inc();
         match listing {
             Ok(Ok(tools)) => {

@@ -17,6 +17,7 @@ pub use mcp_upstream::pod::{PodOverrides, RESERVED_POD_ANNOTATIONS, RESERVED_POD
 pub use mcp_upstream::proxy_auth::{ProxyAuth, SecretKeyReference};
 pub use mcp_upstream::security::{UpstreamCapabilities, UpstreamSecurityContext};
 pub use mcp_upstream::session::SessionSettings;
+pub use mcp_upstream::telemetry::{TelemetrySpec, TracesSpec};
 pub use mcp_upstream::{
     HeaderValueSource, McpUpstream, McpUpstreamSpec, McpUpstreamStatus, ProxySpec, ToolsStatus,
     Transport, UpstreamHeader, UpstreamSpec, UpstreamStatus, crd_yaml,

@@ -10,6 +10,7 @@ pub mod pod;
 pub mod proxy_auth;
 pub mod security;
 pub mod session;
+pub mod telemetry;
 
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -26,6 +27,7 @@ use pod::PodOverrides;
 use proxy_auth::ProxyAuth;
 use security::UpstreamSecurityContext;
 use session::SessionSettings;
+use telemetry::TelemetrySpec;
 
 /// An MCP server run in production behind the berth proxy.
 ///
@@ -92,6 +94,12 @@ pub struct McpUpstreamSpec {
     /// An optional PodDisruptionBudget, for example `{minAvailable: 1}`. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_disruption_budget: Option<PodDisruptionBudgetSpec>,
+    /// OpenTelemetry traces of the proxy, exported with OTLP over HTTP with protobuf (a
+    /// collector's port 4318; gRPC is not supported), for example
+    /// `{traces: {endpoint: http://otel-collector.observability.svc:4318, samplingRatio: 0.1}}`.
+    /// Default: none (traces off).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub telemetry: TelemetrySpec,
 }
 
 fn default_replicas() -> i32 {

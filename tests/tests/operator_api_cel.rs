@@ -343,3 +343,75 @@ async fn operator_api_cel_rejections_name_the_field() {
     .await;
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn operator_api_cel_telemetry_rejections_name_the_field() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-cel-telemetry").await;
+    let with =
+        |telemetry: &str| format!("  upstream: {{image: '{IMAGE}'}}\n  telemetry: {telemetry}\n");
+    let cases = [
+        (
+            "endpoint without a scheme (a gRPC address)",
+            with("{traces: {endpoint: 'otel-collector:4317'}}"),
+            "spec.telemetry.traces.endpoint",
+        ),
+        (
+            "empty endpoint",
+            with("{traces: {endpoint: ''}}"),
+            "spec.telemetry.traces.endpoint",
+        ),
+        (
+            "sampling ratio above 1",
+            with("{traces: {endpoint: 'http://otel-collector:4318', samplingRatio: 1.5}}"),
+            "spec.telemetry.traces.samplingRatio",
+        ),
+        (
+            "negative sampling ratio",
+            with("{traces: {endpoint: 'http://otel-collector:4318', samplingRatio: -0.1}}"),
+            "spec.telemetry.traces.samplingRatio",
+        ),
+        (
+            "empty service name",
+            with("{traces: {endpoint: 'http://otel-collector:4318', serviceName: ''}}"),
+            "spec.telemetry.traces.serviceName",
+        ),
+    ];
+    for (case, spec, field) in &cases {
+        assert_rejected(&ns, case, spec, field).await;
+    }
+    let created = ns
+        .api::<McpUpstream>()
+        .create(
+            &PostParams::default(),
+            &upstream(
+                "traced",
+                &with(
+                    "{traces: {endpoint: 'http://otel-collector.observability:4318', samplingRatio: 0.25, serviceName: berth-proxy, headersSecret: {name: otel-credentials, key: headers}}}",
+                ),
+            ),
+        )
+        .await
+        .expect("telemetry within the rules is accepted");
+    let traces = created.spec.telemetry.traces.expect("traces kept");
+    assert_eq!(traces.sampling_ratio, 0.25);
+    // The API server fills in the schema's defaults.
+    let minimal = ns
+        .api::<McpUpstream>()
+        .create(
+            &PostParams::default(),
+            &upstream(
+                "traced-defaults",
+                &with("{traces: {endpoint: 'https://otlp.example.com'}}"),
+            ),
+        )
+        .await
+        .expect("an endpoint alone is accepted");
+    let traces = minimal.spec.telemetry.traces.expect("traces kept");
+    assert_eq!(
+        (traces.sampling_ratio, traces.service_name.as_str()),
+        (1.0, "berth-proxy")
+    );
+    ns.delete().await;
+}

@@ -12,7 +12,8 @@
 //!   `RuntimeDefault` seccomp, and a read-only root filesystem for the proxy; the user's
 //!   `spec.upstream.securityContext` can only change what stays within it (the CRD's CEL rules);
 //! - the proxy gets the session key ([`super::secret`]), the client token
-//!   (`spec.proxy.auth`) and Secret-backed upstream headers as environment variables;
+//!   (`spec.proxy.auth`) and Secret-backed upstream headers as environment variables, and with
+//!   `spec.telemetry.traces` the standard `OTEL_*` variables ([`telemetry_env`]);
 //! - `spec.pod` overrides (scheduling, extra labels and annotations) are merged in, the
 //!   operator's own labels and annotation always winning ([`super::pod`]);
 //! - `terminationGracePeriodSeconds` covers the proxy's drain and the longest request
@@ -23,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use berth_crds::proxy_config::audit::{MCP_UPSTREAM_ENV, NAMESPACE_ENV};
-use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, Transport};
+use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, TracesSpec, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
@@ -219,8 +220,9 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 /// The berth proxy of the McpUpstream `name`. Its Secret values reach it as environment
 /// variables filled by the kubelet, never through the ConfigMap or a command line: the session
 /// key ([`secret::SESSION_KEY_ENV`]), the client token ([`DOWNSTREAM_TOKEN_ENV`], with
-/// `spec.proxy.auth`) and Secret-backed upstream headers
-/// ([`super::config_map::header_env_var`]).
+/// `spec.proxy.auth`), Secret-backed upstream headers
+/// ([`super::config_map::header_env_var`]) and the OTLP export headers
+/// (`spec.telemetry.traces.headersSecret`, [`telemetry_env`]).
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
     env.extend(mcp_upstream_env(name));
@@ -252,6 +254,9 @@ fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Con
                 ))
             }),
     );
+    if let Some(traces) = &spec.telemetry.traces {
+        env.extend(telemetry_env(name, traces));
+    }
     Container {
         env: Some(env),
         name: PROXY_CONTAINER.to_owned(),
@@ -283,23 +288,75 @@ fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Con
 /// earlier variables.
 fn mcp_upstream_env(name: &str) -> [EnvVar; 2] {
     [
-        EnvVar {
-            name: NAMESPACE_ENV.to_owned(),
-            value_from: Some(EnvVarSource {
-                field_ref: Some(ObjectFieldSelector {
-                    field_path: "metadata.namespace".to_owned(),
-                    ..ObjectFieldSelector::default()
-                }),
-                ..EnvVarSource::default()
-            }),
-            ..EnvVar::default()
-        },
-        EnvVar {
-            name: MCP_UPSTREAM_ENV.to_owned(),
-            value: Some(format!("$({NAMESPACE_ENV})/{name}")),
-            ..EnvVar::default()
-        },
+        field_env(NAMESPACE_ENV, "metadata.namespace"),
+        plain_env(MCP_UPSTREAM_ENV, format!("$({NAMESPACE_ENV})/{name}")),
     ]
+}
+
+/// Name of the proxy's variable holding its pod's name (downward API `metadata.name`), which
+/// [`telemetry_env`]'s `OTEL_RESOURCE_ATTRIBUTES` refers to.
+pub const POD_NAME_ENV: &str = "BERTH_POD_NAME";
+
+/// The standard OpenTelemetry variables of the proxy of the McpUpstream `name` for
+/// `spec.telemetry.traces`: the OTLP/HTTP endpoint and protocol (`http/protobuf`, the only one
+/// the proxy has), the service name, resource attributes naming the namespace, pod and
+/// McpUpstream, a parent-based ratio sampler and, with `headersSecret`, the export headers from
+/// that Secret key (filled by the kubelet, so the operator never reads the Secret).
+///
+/// The kubelet expands `$(…)` only to variables defined earlier, so these must follow
+/// [`NAMESPACE_ENV`] (from [`mcp_upstream_env`]); [`POD_NAME_ENV`] comes before the attributes.
+fn telemetry_env(name: &str, traces: &TracesSpec) -> Vec<EnvVar> {
+    let mut env = vec![
+        plain_env("OTEL_EXPORTER_OTLP_ENDPOINT", traces.endpoint.clone()),
+        plain_env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_owned()),
+        plain_env("OTEL_SERVICE_NAME", traces.service_name.clone()),
+        field_env(POD_NAME_ENV, "metadata.name"),
+        plain_env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            format!(
+                "k8s.namespace.name=$({NAMESPACE_ENV}),k8s.pod.name=$({POD_NAME_ENV}),berth.mcpupstream={name}"
+            ),
+        ),
+        plain_env("OTEL_TRACES_SAMPLER", "parentbased_traceidratio".to_owned()),
+        // `Display` of an f64 is plain decimal: `1`, `0.25`, never an exponent.
+        plain_env("OTEL_TRACES_SAMPLER_ARG", traces.sampling_ratio.to_string()),
+    ];
+    if let Some(reference) = &traces.headers_secret {
+        env.push(secret_env(
+            "OTEL_EXPORTER_OTLP_HEADERS".to_owned(),
+            SecretKeySelector {
+                name: reference.name.clone(),
+                key: reference.key.clone(),
+                optional: Some(false),
+            },
+        ));
+    }
+    env
+}
+
+/// An environment variable `name` with the literal `value` (`$(…)` references expanded).
+fn plain_env(name: &str, value: String) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value),
+        ..EnvVar::default()
+    }
+}
+
+/// An environment variable `name` filled by the kubelet from the pod's field `field_path`
+/// (downward API).
+fn field_env(name: &str, field_path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: field_path.to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
 }
 
 /// An environment variable `name` filled by the kubelet from the Secret key `source`.

@@ -352,3 +352,118 @@ fn build_names_the_mcp_upstream_for_audit_events_from_the_pods_namespace() {
         "audit events are on by default"
     );
 }
+
+/// The example with `spec.telemetry` from the YAML `telemetry` (flow style).
+fn everything_with_telemetry(telemetry: &str) -> McpUpstream {
+    let mut upstream = everything();
+    upstream.spec.telemetry = serde_yaml::from_str(telemetry).expect("telemetry parses");
+    upstream
+}
+
+fn proxy_env(children: &Children) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
+    container(pod_spec(children), deployment::PROXY_CONTAINER)
+        .env
+        .clone()
+        .expect("proxy env")
+}
+
+#[test]
+fn build_telemetry_traces_set_the_standard_otel_variables_after_those_they_refer_to() {
+    let upstream = everything_with_telemetry(
+        "traces: {endpoint: 'http://otel-collector.observability:4318', samplingRatio: 0.25}",
+    );
+    let env = proxy_env(&build_from(&upstream));
+    let names: Vec<&str> = env.iter().map(|v| v.name.as_str()).collect();
+    let at = |name: &str| names.iter().position(|n| *n == name).expect(name);
+    let value = |name: &str| env[at(name)].value.as_deref();
+    assert_eq!(
+        value("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        Some("http://otel-collector.observability:4318")
+    );
+    assert_eq!(value("OTEL_EXPORTER_OTLP_PROTOCOL"), Some("http/protobuf"));
+    assert_eq!(value("OTEL_SERVICE_NAME"), Some("berth-proxy"));
+    assert_eq!(
+        value("OTEL_RESOURCE_ATTRIBUTES"),
+        Some(
+            "k8s.namespace.name=$(BERTH_NAMESPACE),k8s.pod.name=$(BERTH_POD_NAME),berth.mcpupstream=everything"
+        )
+    );
+    assert_eq!(
+        value("OTEL_TRACES_SAMPLER"),
+        Some("parentbased_traceidratio")
+    );
+    assert_eq!(value("OTEL_TRACES_SAMPLER_ARG"), Some("0.25"));
+    let pod_name = env[at("BERTH_POD_NAME")]
+        .value_from
+        .as_ref()
+        .and_then(|s| s.field_ref.as_ref())
+        .expect("downward API");
+    assert_eq!(pod_name.field_path, "metadata.name");
+    assert!(
+        at("BERTH_NAMESPACE") < at("OTEL_RESOURCE_ATTRIBUTES")
+            && at("BERTH_POD_NAME") < at("OTEL_RESOURCE_ATTRIBUTES"),
+        "the kubelet expands only earlier variables: {names:?}"
+    );
+    assert!(
+        at("BERTH_MCPUPSTREAM") < at("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "the OTEL variables follow the existing ones: {names:?}"
+    );
+    assert!(
+        !names.contains(&"OTEL_EXPORTER_OTLP_HEADERS"),
+        "no headers without headersSecret: {names:?}"
+    );
+    // Defaults: ratio 1 (formatted plainly), a service name given is used as is.
+    let upstream = everything_with_telemetry(
+        "traces: {endpoint: 'https://otlp.example.com', serviceName: mcp-everything}",
+    );
+    let env = proxy_env(&build_from(&upstream));
+    let value = |name: &str| {
+        env.iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.value.as_deref())
+    };
+    assert_eq!(value("OTEL_TRACES_SAMPLER_ARG"), Some("1"));
+    assert_eq!(value("OTEL_SERVICE_NAME"), Some("mcp-everything"));
+}
+
+#[test]
+fn build_without_telemetry_sets_no_otel_variable() {
+    let upstream = everything();
+    assert_eq!(
+        upstream.spec.telemetry,
+        berth_crds::TelemetrySpec::default()
+    );
+    let env = proxy_env(&build_from(&upstream));
+    let names: Vec<&str> = env.iter().map(|v| v.name.as_str()).collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.starts_with("OTEL_") && *n != "BERTH_POD_NAME"),
+        "{names:?}"
+    );
+    // `telemetry: {}` (no traces) is off as well, and leaves the env exactly as without it.
+    let empty = everything_with_telemetry("{}");
+    assert_eq!(proxy_env(&build_from(&empty)), env);
+}
+
+#[test]
+fn build_telemetry_headers_secret_becomes_a_secret_key_ref() {
+    let upstream = everything_with_telemetry(
+        "traces: {endpoint: 'http://otel-collector:4318', headersSecret: {name: otel-credentials, key: headers}}",
+    );
+    let env = proxy_env(&build_from(&upstream));
+    let headers = env
+        .iter()
+        .find(|v| v.name == "OTEL_EXPORTER_OTLP_HEADERS")
+        .expect("headers variable");
+    assert_eq!(headers.value, None, "the value stays in the Secret");
+    let source = headers
+        .value_from
+        .as_ref()
+        .and_then(|s| s.secret_key_ref.as_ref())
+        .expect("secretKeyRef");
+    assert_eq!(
+        (source.name.as_str(), source.key.as_str(), source.optional),
+        ("otel-credentials", "headers", Some(false))
+    );
+}

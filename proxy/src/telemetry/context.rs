@@ -87,7 +87,7 @@ pub fn traceparent_header() -> Vec<(HeaderName, HeaderValue)> {
 /// parent), every other byte unchanged; `None` (send the message as it is) when traces are off,
 /// no span is current, or the message is not a request with object `params`.
 pub fn with_trace_context(message: &WireMessage) -> Option<WireMessage> {
-    if message.get("method").is_none() || message.get("id").is_none() {
+    if !super::enabled() || message.get("method").is_none() || message.get("id").is_none() {
         return None;
     }
     let carrier = current();

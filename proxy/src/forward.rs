@@ -289,7 +289,11 @@ pub async fn request(
     let era = Era::of(&session);
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
     // The server span the front opened for this request.
-    let span = Span::current();
+    let span = if crate::telemetry::enabled() {
+        Span::current()
+    } else {
+        Span::none()
+    };
     let session_id = (!session.is_modern()).then(|| session.id());
     spans::record_session(&span, session_id, session.protocol_version());
     let tool = (method == "tools/call")
@@ -539,6 +543,8 @@ pub async fn request(
                 // provably never ran. Replay it once on the next session.
                 replayed = true;
                 spans::record_error(&call.attempt, Outcome::SessionLost.as_label());
+                // The first attempt ends here, before the wait for the next session.
+                call.attempt = Span::none();
                 let reinitialize = spans::step(spans::Step::Reinitialize);
                 match recover(&call, deadline).instrument(reinitialize).await {
                     Some(next) => {
@@ -678,13 +684,17 @@ async fn relay_reply(
         // after the answer (an `input_required` result) went out. A client that goes away
         // drops `rx`, which the relay sees as a cancellation.
         let (tx, mut rx) = mpsc::channel(1);
-        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));
+        // The relay logs and retries under the request's span.
+        let span = call.span.clone();
+        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel).instrument(span));
         rx.recv()
             .await
             .map_or_else(|| Answer::cancelled(true), Answer::ok)
     } else {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel));
+        // The relay logs and retries under the request's span.
+        let span = call.span.clone();
+        tokio::spawn(relay::run(call, stream, late, tx, deadline, cancel).instrument(span));
         Answer::Stream(rx)
     }
 }

@@ -438,39 +438,81 @@ async fn a_replayed_call_shows_both_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_costs_no_call_and_its_spans_are_counted_as_dropped() {
-    let closed = berth_tests::fault::FaultUpstream::closed_port_url();
-    let collector = closed.trim_end_matches("/mcp").to_owned();
+    // A collector that never answers (connections hang, like a firewall DROP): each export
+    // waits out its 500 ms timeout while calls go on, so the 8-span queue fills.
+    let collector = FaultUpstream::black_hole().await;
+    let endpoint = format!("http://{}", collector.addr);
     let upstream = FaultUpstream::start().await;
-    let proxy = traced_proxy(url_args(&upstream.url), &collector, &[], Stdio::null()).await;
+    let extra = [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "500"),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "8"),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4"),
+    ];
+    let proxy = traced_proxy(url_args(&upstream.url), &endpoint, &extra, Stdio::null()).await;
     let session = open_session(&proxy.mcp_url).await;
-    for n in 0..20 {
-        let reply = post_with(
-            &proxy.mcp_url,
-            Some(&session),
-            &[],
-            &call(json!(n), "echo", json!({"message": "still served"})),
-        )
-        .await;
+    let started = std::time::Instant::now();
+    for n in 0..40 {
+        let body = call(json!(n), "echo", json!({"message": "still served"}));
+        let reply = traced(&proxy.mcp_url, Some(&session), &new_trace_id(), true, &body).await;
         assert!(reply.last().get("result").is_some(), "{}", reply.text);
     }
+    // Had a call waited for an export, 40 calls would take at least 40 export timeouts
+    // (20 s); they take a small fraction of that.
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "40 calls took {took:?}");
     let client = reqwest::Client::new();
-    let dropped = berth_tests::wait_for(
-        "spans counted as dropped",
+    let series =
+        |reason: &str| format!("berth_proxy_trace_spans_dropped_total{{reason=\"{reason}\"}}");
+    let (queue_full, failed) = berth_tests::wait_for(
+        "spans counted as dropped for both reasons",
         Duration::from_secs(30),
         || async {
             let metrics = proxy.metrics(&client).await.ok()?;
-            let n = sample(
-                &metrics,
-                "berth_proxy_trace_spans_dropped_total{reason=\"export_failed\"}",
+            let counts = (
+                sample(&metrics, &series("queue_full")),
+                sample(&metrics, &series("export_failed")),
             );
-            (n >= 20.0).then_some(n)
+            (counts.0 > 0.0 && counts.1 > 0.0).then_some(counts)
         },
     )
     .await;
-    assert!(dropped >= 20.0);
     let metrics = proxy.metrics(&client).await.expect("metrics");
     assert_eq!(
         sample(&metrics, "berth_proxy_trace_spans_exported_total"),
-        0.0
+        0.0,
+        "nothing reached a collector (queue_full {queue_full}, export_failed {failed})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_traces_off_the_clients_trace_context_passes_unchanged() {
+    let upstream = FaultUpstream::builder().record(true).start().await;
+    let proxy = ProxyProcess::start(
+        &proxy_bin(None, false).expect("the proxy binary"),
+        &url_args(&upstream.url),
+        &[],
+        Stdio::null(),
+        &reqwest::Client::new(),
+    )
+    .await
+    .expect("proxy starts");
+    let session = open_session(&proxy.mcp_url).await;
+    let from = upstream.received().len();
+    let client = traceparent(&new_trace_id(), CLIENT_PARENT, true);
+    let meta = format!(r#""_meta":{{"traceparent":"{client}","tracestate":"k=v"}}"#);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"m"}},{meta}}}}}"#
+    );
+    let reply = post_with(&proxy.mcp_url, Some(&session), &[], &body).await;
+    assert!(reply.last().get("result").is_some(), "{}", reply.text);
+    let received = upstream
+        .received_since(from)
+        .into_iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .expect("the call reached the upstream");
+    assert!(
+        received.raw.contains(&meta),
+        "the client's _meta byte for byte: {}",
+        received.raw
     );
 }

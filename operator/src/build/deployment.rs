@@ -306,10 +306,14 @@ pub const POD_NAME_ENV: &str = "BERTH_POD_NAME";
 /// The kubelet expands `$(…)` only to variables defined earlier, so these must follow
 /// [`NAMESPACE_ENV`] (from [`mcp_upstream_env`]); [`POD_NAME_ENV`] comes before the attributes.
 fn telemetry_env(name: &str, traces: &TracesSpec) -> Vec<EnvVar> {
+    // The user's text is taken literally: `$$` is the kubelet's escape for `$`, so a
+    // `$(VAR)` written there never expands to another variable (the session key, the client
+    // token) and leaves the pod for a collector.
+    let literal = |text: &str| text.replace('$', "$$");
     let mut env = vec![
-        plain_env("OTEL_EXPORTER_OTLP_ENDPOINT", traces.endpoint.clone()),
+        plain_env("OTEL_EXPORTER_OTLP_ENDPOINT", literal(&traces.endpoint)),
         plain_env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".to_owned()),
-        plain_env("OTEL_SERVICE_NAME", traces.service_name.clone()),
+        plain_env("OTEL_SERVICE_NAME", literal(&traces.service_name)),
         field_env(POD_NAME_ENV, "metadata.name"),
         plain_env(
             "OTEL_RESOURCE_ATTRIBUTES",

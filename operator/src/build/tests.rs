@@ -368,6 +368,25 @@ fn proxy_env(children: &Children) -> Vec<k8s_openapi::api::core::v1::EnvVar> {
 }
 
 #[test]
+fn build_telemetry_values_are_literal_so_no_other_variable_leaks_to_the_collector() {
+    let upstream = everything_with_telemetry(
+        "traces: {endpoint: 'http://c:4318/$(BERTH_SESSION_KEY)', serviceName: 'a$(BERTH_NAMESPACE)'}",
+    );
+    let env = proxy_env(&build_from(&upstream));
+    let value = |name: &str| {
+        env.iter()
+            .find(|v| v.name == name)
+            .and_then(|v| v.value.as_deref())
+            .expect(name)
+    };
+    assert_eq!(
+        value("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "http://c:4318/$$(BERTH_SESSION_KEY)"
+    );
+    assert_eq!(value("OTEL_SERVICE_NAME"), "a$$(BERTH_NAMESPACE)");
+}
+
+#[test]
 fn build_telemetry_traces_set_the_standard_otel_variables_after_those_they_refer_to() {
     let upstream = everything_with_telemetry(
         "traces: {endpoint: 'http://otel-collector.observability:4318', samplingRatio: 0.25}",

@@ -11,6 +11,8 @@ use super::export::{Bounded, CountingExporter, Waiting};
 
 /// The SDK's default `OTEL_BSP_MAX_QUEUE_SIZE`.
 const DEFAULT_QUEUE: usize = 2048;
+/// Largest `OTEL_BSP_MAX_QUEUE_SIZE` accepted (the SDK allocates the queue up front).
+const MAX_QUEUE: usize = 65_536;
 
 /// Whether traces are on, as the `OTEL_*` variables say.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,9 +31,12 @@ pub enum SettingsError {
         "{0}={1:?} is not supported: the proxy exports OTLP over HTTP with protobuf (http/protobuf, the collector's port 4318)"
     )]
     Protocol(&'static str, String),
-    /// `OTEL_TRACES_EXPORTER` other than `otlp` or `none`.
-    #[error("OTEL_TRACES_EXPORTER={0:?} is not supported: use otlp or none")]
+    /// `OTEL_TRACES_EXPORTER` naming an exporter other than `otlp` or `none`.
+    #[error("OTEL_TRACES_EXPORTER names {0:?}, which is not supported: use otlp or none")]
     Exporter(String),
+    /// `OTEL_BSP_MAX_QUEUE_SIZE` that is not a number from 1 to 65,536.
+    #[error("OTEL_BSP_MAX_QUEUE_SIZE={0:?} must be a number of spans from 1 to 65536")]
+    Queue(String),
 }
 
 impl Settings {
@@ -45,17 +50,37 @@ impl Settings {
 
     /// From `get` (a variable's value, if set). Traces are on when an OTLP endpoint is set
     /// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`), unless
-    /// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` (OpenTelemetry "Environment
-    /// Variable Specification").
+    /// `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER` includes `none` (OpenTelemetry
+    /// "Environment Variable Specification"). With traces off nothing else is read.
     ///
     /// # Errors
-    /// [`SettingsError`] for a protocol or exporter the proxy does not have.
+    /// With traces on, [`SettingsError`] for a protocol or exporter the proxy does not have or
+    /// a queue size out of range.
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
         let set = |name: &str| {
             get(name)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
+        let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let endpoint = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
+            .is_some();
+        // A comma-separated list (OpenTelemetry "Exporter Selection").
+        let exporters: Vec<String> = set("OTEL_TRACES_EXPORTER")
+            .map(|list| list.split(',').map(|e| e.trim().to_owned()).collect())
+            .unwrap_or_default();
+        let off = Self {
+            traces: false,
+            queue: DEFAULT_QUEUE,
+        };
+        if !endpoint || disabled || exporters.iter().any(|e| e == "none") {
+            // Nothing below is used, so nothing below can stop the proxy.
+            return Ok(off);
+        }
+        if let Some(other) = exporters.iter().find(|e| *e != "otlp") {
+            return Err(SettingsError::Exporter(other.clone()));
+        }
         for name in [
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -66,23 +91,15 @@ impl Settings {
                 return Err(SettingsError::Protocol(name, protocol));
             }
         }
-        let exporter = set("OTEL_TRACES_EXPORTER");
-        if let Some(exporter) = &exporter
-            && exporter != "otlp"
-            && exporter != "none"
-        {
-            return Err(SettingsError::Exporter(exporter.clone()));
-        }
-        let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-        let endpoint = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
-            .is_some();
-        let queue = set("OTEL_BSP_MAX_QUEUE_SIZE")
-            .and_then(|v| v.parse().ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(DEFAULT_QUEUE);
+        let queue = match set("OTEL_BSP_MAX_QUEUE_SIZE") {
+            None => DEFAULT_QUEUE,
+            Some(value) => match value.parse::<usize>() {
+                Ok(n) if (1..=MAX_QUEUE).contains(&n) => n,
+                _ => return Err(SettingsError::Queue(value)),
+            },
+        };
         Ok(Self {
-            traces: endpoint && !disabled && exporter.as_deref() != Some("none"),
+            traces: true,
             queue,
         })
     }
@@ -216,33 +233,53 @@ mod tests {
         );
     }
 
+    const ON: (&str, &str) = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318");
+
     #[test]
     fn a_protocol_or_exporter_the_proxy_lacks_is_refused_by_name() {
-        let error = settings(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).expect_err("refused");
+        let error = settings(&[ON, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).expect_err("refused");
         assert_eq!(
             error,
             SettingsError::Protocol("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".into())
         );
         assert!(error.to_string().contains("http/protobuf"));
-        let error = settings(&[("OTEL_TRACES_EXPORTER", "zipkin")]).expect_err("refused");
+        let error = settings(&[ON, ("OTEL_TRACES_EXPORTER", "otlp,zipkin")]).expect_err("refused");
         assert_eq!(error, SettingsError::Exporter("zipkin".into()));
-        assert!(settings(&[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")]).is_ok());
+        assert!(
+            settings(&[ON, ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf")])
+                .expect("valid settings")
+                .traces
+        );
+    }
+
+    #[test]
+    fn with_traces_off_other_variables_cannot_stop_the_proxy() {
+        // A platform may inject these into every pod; without an endpoint they are unused.
+        let injected = [
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_TRACES_EXPORTER", "console"),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "lots"),
+        ];
+        assert!(!settings(&injected).expect("valid settings").traces);
+        let disabled = [ON, ("OTEL_SDK_DISABLED", "true"), injected[0]];
+        assert!(!settings(&disabled).expect("valid settings").traces);
+        let none = [ON, ("OTEL_TRACES_EXPORTER", "none,console")];
+        assert!(!settings(&none).expect("valid settings").traces);
     }
 
     #[test]
     fn the_queue_bound_follows_otel_bsp_max_queue_size() {
-        assert_eq!(settings(&[]).expect("valid settings").queue, DEFAULT_QUEUE);
         assert_eq!(
-            settings(&[("OTEL_BSP_MAX_QUEUE_SIZE", "64")])
-                .expect("valid settings")
-                .queue,
-            64
-        );
-        assert_eq!(
-            settings(&[("OTEL_BSP_MAX_QUEUE_SIZE", "0")])
-                .expect("valid settings")
-                .queue,
+            settings(&[ON]).expect("valid settings").queue,
             DEFAULT_QUEUE
         );
+        let queue = |v| settings(&[ON, ("OTEL_BSP_MAX_QUEUE_SIZE", v)]);
+        assert_eq!(queue("64").expect("valid settings").queue, 64);
+        for bad in ["0", "-1", "many", "100000000000"] {
+            assert_eq!(
+                queue(bad).expect_err("refused"),
+                SettingsError::Queue(bad.into())
+            );
+        }
     }
 }

@@ -41,11 +41,28 @@ impl Step {
     }
 }
 
+/// Longest client-given text (method, tool or prompt name, request id) a span keeps, in bytes:
+/// a span is created before any policy check, so what a client sends must not size it.
+const MAX_CLIENT_TEXT: usize = 128;
+
+/// `text` cut to [`MAX_CLIENT_TEXT`] bytes at a character boundary.
+fn bounded(text: &str) -> &str {
+    if text.len() <= MAX_CLIENT_TEXT {
+        return text;
+    }
+    let mut end = MAX_CLIENT_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// `{method} {target}` as the conventions name MCP spans (target: the tool of a `tools/call`,
 /// the prompt of `prompts/get`).
 fn span_name(method: &str, target: Option<&str>) -> String {
+    let method = bounded(method);
     match target {
-        Some(target) => format!("{method} {target}"),
+        Some(target) => format!("{method} {}", bounded(target)),
         None => method.to_owned(),
     }
 }
@@ -57,7 +74,8 @@ fn target_of<'a>(method: &str, request: &'a Value) -> Option<&'a str> {
 }
 
 fn method_attributes(span: &Span, method: &str, target: Option<&str>) {
-    span.set_attribute("mcp.method.name", method.to_owned());
+    let target = target.map(bounded);
+    span.set_attribute("mcp.method.name", bounded(method).to_owned());
     match (method, target) {
         ("tools/call", target) => {
             span.set_attribute("gen_ai.operation.name", "execute_tool");
@@ -110,11 +128,12 @@ pub fn server(headers: &HeaderMap, request: &Value, id: &Value) -> Span {
     span
 }
 
-/// `jsonrpc.request.id`: a string id as it is, a number in its JSON text.
+/// `jsonrpc.request.id`: a string id as it is, a number in its JSON text (both
+/// [`bounded`]).
 fn request_id(id: &Value) -> String {
     match id {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+        Value::String(s) => bounded(s).to_owned(),
+        other => bounded(&other.to_string()).to_owned(),
     }
 }
 
@@ -186,4 +205,29 @@ pub fn record_error(span: &Span, kind: &'static str) {
     }
     span.set_attribute("error.type", kind);
     span.set_status(Status::error(kind));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_text_in_span_names_and_attributes_is_bounded_at_a_character_boundary() {
+        let long = "é".repeat(200);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_CLIENT_TEXT && cut.len() >= MAX_CLIENT_TEXT - 1);
+        assert!(long.starts_with(cut));
+        let name = span_name("tools/call", Some(&long));
+        assert!(
+            name.len() <= "tools/call ".len() + MAX_CLIENT_TEXT,
+            "{}",
+            name.len()
+        );
+        assert_eq!(span_name("tools/call", Some("echo")), "tools/call echo");
+        assert_eq!(
+            request_id(&serde_json::json!("x".repeat(500))).len(),
+            MAX_CLIENT_TEXT
+        );
+        assert_eq!(request_id(&serde_json::json!(7)), "7");
+    }
 }

@@ -189,6 +189,9 @@ impl UpstreamSession {
     ) -> Result<Self, UpstreamError> {
         let request: WireMessage =
             json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params }).into();
+        // The handshake names the proxy's span (replacing a client's `_meta.traceparent` that
+        // came with PerClient's forwarded params).
+        let request = crate::telemetry::with_trace_context(&request).unwrap_or(request);
         let (reply, link) = match endpoint {
             Endpoint::Http(http) => {
                 let (reply, id) = http.post(&request, None, None).await?;
@@ -530,7 +533,7 @@ fn probe_request(hop: &ClientHop) -> WireMessage {
     let mut request: WireMessage =
         json!({ "jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {} }).into();
     fill_meta(&mut request, MODERN_VERSIONS[0], hop);
-    request
+    crate::telemetry::with_trace_context(&request).unwrap_or(request)
 }
 
 /// Probes an HTTP upstream ("Streamable HTTP", "Backward Compatibility"): a 4xx whose body is

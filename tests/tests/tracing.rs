@@ -99,6 +99,21 @@ fn seen_by_upstream(reply: &Value) -> Value {
     serde_json::from_str(text).expect("trace_context JSON")
 }
 
+/// Calls the traced peer's `trace_context` tool (JSON-RPC id `id`) with a `traceparent` header
+/// of trace `trace_id`, and returns the trace context the upstream reports it received.
+async fn trace_context_call(
+    url: &str,
+    session: &str,
+    trace_id: &str,
+    sampled: bool,
+    id: i64,
+) -> Value {
+    let body = call(json!(id), "trace_context", json!({}));
+    let reply = traced(url, Some(session), trace_id, sampled, &body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    seen_by_upstream(reply.last())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_is_one_trace_from_the_client_through_the_proxy_to_the_upstream() {
     let jaeger = Jaeger::start().await;
@@ -115,10 +130,7 @@ async fn a_call_is_one_trace_from_the_client_through_the_proxy_to_the_upstream()
 
     // Context in from the W3C header.
     let trace_id = new_trace_id();
-    let body = call(json!(41), "trace_context", json!({}));
-    let reply = traced(&proxy.mcp_url, Some(&session), &trace_id, true, &body).await;
-    assert_eq!(reply.status, 200, "{}", reply.text);
-    let seen = seen_by_upstream(reply.last());
+    let seen = trace_context_call(&proxy.mcp_url, &session, &trace_id, true, 41).await;
 
     let spans = jaeger.wait_for_spans(&trace_id, 3).await;
     assert_eq!(
@@ -207,15 +219,7 @@ async fn a_call_is_one_trace_from_the_client_through_the_proxy_to_the_upstream()
     // works and the upstream is told the decision. The sampled call after it is in Jaeger
     // once its spans arrive, so by then the unsampled one would be too.
     let unsampled = new_trace_id();
-    let reply = traced(
-        &proxy.mcp_url,
-        Some(&session),
-        &unsampled,
-        false,
-        &call(json!(43), "trace_context", json!({})),
-    )
-    .await;
-    let seen_unsampled = seen_by_upstream(reply.last());
+    let seen_unsampled = trace_context_call(&proxy.mcp_url, &session, &unsampled, false, 43).await;
     let header = seen_unsampled["header"]
         .as_str()
         .unwrap_or_default()
@@ -225,14 +229,7 @@ async fn a_call_is_one_trace_from_the_client_through_the_proxy_to_the_upstream()
         "the upstream sees the unsampled decision: {header}"
     );
     let after = new_trace_id();
-    traced(
-        &proxy.mcp_url,
-        Some(&session),
-        &after,
-        true,
-        &call(json!(44), "trace_context", json!({})),
-    )
-    .await;
+    trace_context_call(&proxy.mcp_url, &session, &after, true, 44).await;
     jaeger.wait_for_spans(&after, 3).await;
     let recorded: Vec<Span> = jaeger
         .spans(&unsampled)
@@ -285,15 +282,7 @@ async fn a_stdio_upstream_sees_the_proxys_span_in_meta() {
     let proxy = traced_proxy(args, &jaeger.otlp, &extra, Stdio::null()).await;
     let session = open_session(&proxy.mcp_url).await;
     let trace_id = new_trace_id();
-    let reply = traced(
-        &proxy.mcp_url,
-        Some(&session),
-        &trace_id,
-        true,
-        &call(json!(7), "trace_context", json!({})),
-    )
-    .await;
-    let seen = seen_by_upstream(reply.last());
+    let seen = trace_context_call(&proxy.mcp_url, &session, &trace_id, true, 7).await;
     assert_eq!(seen["header"], Value::Null, "stdio has no headers");
     let spans = jaeger.wait_for_spans(&trace_id, 3).await;
     let server = one(&spans, "proxy server span", |s| {

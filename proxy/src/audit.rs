@@ -21,7 +21,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
 use crate::auth::Principal;
@@ -152,20 +152,20 @@ impl Auditor {
             _ => "allow",
         };
         let caller = call.caller.as_deref();
-        self.write(json!({
-            "ts": now(),
-            "event": "tools/call",
-            "mcpupstream": self.mcp_upstream,
-            "session_id": call.session_id,
-            "request_id": call.request_id,
-            "subject": caller.and_then(|c| c.subject.as_deref()),
-            "client_id": caller.and_then(|c| c.client_id.as_deref()),
-            "tool": call.tool,
-            "arguments_sha256": call.arguments_sha256,
-            "decision": decision,
-            "outcome": outcome.as_label(),
-            "duration_ms": duration.as_secs_f64() * 1000.0,
-        }));
+        self.write(&Line {
+            arguments_sha256: call.arguments_sha256.as_deref(),
+            client_id: caller.and_then(|c| c.client_id.as_deref()),
+            decision,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            event: "tools/call",
+            mcpupstream: self.mcp_upstream.as_deref(),
+            outcome: outcome.as_label(),
+            request_id: &call.request_id,
+            session_id: call.session_id.as_deref(),
+            subject: caller.and_then(|c| c.subject.as_deref()),
+            tool: call.tool.as_deref(),
+            ts: humantime::format_rfc3339_millis(SystemTime::now()),
+        });
     }
 
     /// Writes the line of a `tools/call` the front refused before the call was handled (its
@@ -191,26 +191,28 @@ impl Auditor {
     /// `unauthorized`, `insufficient_scope` or `auth_unavailable`). The front passes no
     /// `caller`: the claims of a token that failed its checks are never reported.
     pub fn refused_request(&self, reason: &str, caller: Option<&Principal>, duration: Duration) {
-        self.write(json!({
-            "ts": now(),
-            "event": "request",
-            "mcpupstream": self.mcp_upstream,
-            "session_id": null,
-            "request_id": null,
-            "subject": caller.and_then(|c| c.subject.as_deref()),
-            "client_id": caller.and_then(|c| c.client_id.as_deref()),
-            "tool": null,
-            "arguments_sha256": null,
-            "decision": "deny",
-            "outcome": reason,
-            "duration_ms": duration.as_secs_f64() * 1000.0,
-        }));
+        self.write(&Line {
+            arguments_sha256: None,
+            client_id: caller.and_then(|c| c.client_id.as_deref()),
+            decision: "deny",
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            event: "request",
+            mcpupstream: self.mcp_upstream.as_deref(),
+            outcome: reason,
+            request_id: &Value::Null,
+            session_id: None,
+            subject: caller.and_then(|c| c.subject.as_deref()),
+            tool: None,
+            ts: humantime::format_rfc3339_millis(SystemTime::now()),
+        });
     }
 
-    fn write(&self, line: Value) {
+    fn write(&self, line: &Line<'_>) {
         match &self.sink {
             Sink::Stdout(writer, _) => {
-                let mut text = line.to_string().into_bytes();
+                let mut text = Vec::with_capacity(LINE_CAPACITY);
+                // A `Line` always serializes (its members are strings, numbers and JSON).
+                let _ = serde_json::to_writer(&mut text, line);
                 text.push(b'\n');
                 if let Ok(mut writer) = writer.lock()
                     && let Err(error) = writer.write_all(&text)
@@ -220,7 +222,9 @@ impl Auditor {
             }
             #[cfg(test)]
             Sink::Memory(lines) => {
-                if let Ok(mut lines) = lines.lock() {
+                if let Ok(mut lines) = lines.lock()
+                    && let Ok(line) = serde_json::to_value(line)
+                {
                     lines.push(line);
                 }
             }
@@ -229,18 +233,45 @@ impl Auditor {
     }
 }
 
+/// Bytes reserved for one line: most lines fit without growing.
+const LINE_CAPACITY: usize = 512;
+
+/// One audit line, serialized with its members in name order (the order the lines have always
+/// had); the fields are the contract in the module docs.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    arguments_sha256: Option<&'a str>,
+    client_id: Option<&'a str>,
+    decision: &'a str,
+    duration_ms: f64,
+    event: &'a str,
+    mcpupstream: Option<&'a str>,
+    outcome: &'a str,
+    request_id: &'a Value,
+    session_id: Option<&'a str>,
+    subject: Option<&'a str>,
+    tool: Option<&'a str>,
+    #[serde(serialize_with = "serialize_display")]
+    ts: humantime::Rfc3339Timestamp,
+}
+
+fn serialize_display<S: serde::Serializer>(
+    value: &impl std::fmt::Display,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
 /// `sha256:<hex>` of `arguments`' canonical JSON (object keys sorted, recursively), so the same
 /// arguments give the same digest whatever order the client wrote them in.
 pub fn arguments_digest(arguments: &Value) -> String {
     crate::upstream::tools::canonical_digest(arguments)
 }
 
-fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

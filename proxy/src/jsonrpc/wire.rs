@@ -12,6 +12,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::{Deref, Range};
+use std::sync::Arc;
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
@@ -19,8 +20,16 @@ use serde_json::value::RawValue;
 
 /// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
 /// view. Invariant: parsing `text` gives `view`.
+///
+/// Cloning is a reference count (a message is kept for resumption and relayed at once, issue
+/// 14); a rewrite of a shared message copies it first.
 #[derive(Clone, Debug)]
 pub struct WireMessage {
+    inner: Arc<Parsed>,
+}
+
+#[derive(Clone, Debug)]
+struct Parsed {
     text: String,
     view: Value,
     /// Some member could not be held by the view (see [`WireMessage::parse`]).
@@ -63,37 +72,43 @@ impl WireMessage {
                 (partial_view(text, PARTIAL_VIEW_LEVELS), true)
             }
         };
-        Ok(Self {
-            text: text.to_owned(),
-            view,
-            partial,
-        })
+        Ok(Self::new(text.to_owned(), view, partial))
     }
 
     /// Whether some member of the message could not be held by the view (it reads as `null`
     /// there; the text keeps it). A rewrite by [`Self::rebuild`] would lose it.
     pub fn is_partial(&self) -> bool {
-        self.partial
+        self.inner.partial
+    }
+
+    fn new(text: String, view: Value, partial: bool) -> Self {
+        Self {
+            inner: Arc::new(Parsed {
+                text,
+                view,
+                partial,
+            }),
+        }
     }
 
     /// The exact text of the message.
     pub fn text(&self) -> &str {
-        &self.text
+        &self.inner.text
     }
 
-    /// The text, for writing to the wire.
+    /// The text, for writing to the wire (copied only while a clone of the message is alive).
     pub fn into_text(self) -> String {
-        self.text
+        Arc::try_unwrap(self.inner).map_or_else(|shared| shared.text.clone(), |own| own.text)
     }
 
     /// The parsed view, for reading.
     pub fn view(&self) -> &Value {
-        &self.view
+        &self.inner.view
     }
 
-    /// The parsed view, owned.
+    /// The parsed view, owned (copied only while a clone of the message is alive).
     pub fn into_view(self) -> Value {
-        self.view
+        Arc::try_unwrap(self.inner).map_or_else(|shared| shared.view.clone(), |own| own.view)
     }
 
     /// Replaces the member at `path` (object keys from the top, e.g. `["params", "_meta",
@@ -101,11 +116,12 @@ impl WireMessage {
     /// changes nothing, when the member is absent (a missing key, or a step that is not an
     /// object). With duplicate keys the last one counts, as in the view.
     pub fn set(&mut self, path: &[&str], value: &Value) -> bool {
-        let Some(range) = span(&self.text, path) else {
+        let Some(range) = span(self.text(), path) else {
             return false;
         };
-        self.text.replace_range(range, &value.to_string());
-        let mut target = &mut self.view;
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.text.replace_range(range, &value.to_string());
+        let mut target = &mut inner.view;
         for key in path {
             match target.get_mut(*key) {
                 Some(next) => target = next,
@@ -121,10 +137,24 @@ impl WireMessage {
     /// requires and another lacks (MCP 2026-07-28 `resultType`, issue 13). Returns `false`, and
     /// changes nothing, when there is no object at `path` or it already has `key`.
     pub fn insert_member(&mut self, path: &[&str], key: &str, value: &Value) -> bool {
-        let Some(range) = span(&self.text, path) else {
+        let Some(range) = span(self.text(), path) else {
             return false;
         };
-        let mut target = &mut self.view;
+        let mut target = self.view();
+        for step in path {
+            match target.get(*step) {
+                Some(next) => target = next,
+                None => return false,
+            }
+        }
+        let Some(object) = target.as_object() else {
+            return false;
+        };
+        if object.contains_key(key) || !self.text()[range.clone()].starts_with('{') {
+            return false;
+        }
+        let inner = Arc::make_mut(&mut self.inner);
+        let mut target = &mut inner.view;
         for step in path {
             match target.get_mut(*step) {
                 Some(next) => target = next,
@@ -134,9 +164,6 @@ impl WireMessage {
         let Some(object) = target.as_object_mut() else {
             return false;
         };
-        if object.contains_key(key) || !self.text[range.clone()].starts_with('{') {
-            return false;
-        }
         let empty = object.is_empty();
         object.insert(key.to_owned(), value.clone());
         let member = format!(
@@ -144,7 +171,7 @@ impl WireMessage {
             Value::String(key.to_owned()),
             if empty { "" } else { "," }
         );
-        self.text.insert_str(range.start + 1, &member);
+        inner.text.insert_str(range.start + 1, &member);
         true
     }
 
@@ -163,17 +190,19 @@ impl WireMessage {
     /// Changes the view with `change` and serializes the message from it: for rewrites the
     /// proxy makes by policy, where byte-for-byte is given up on purpose.
     pub fn rebuild(&mut self, change: impl FnOnce(&mut Value)) {
-        change(&mut self.view);
-        self.text = self.view.to_string();
+        let inner = Arc::make_mut(&mut self.inner);
+        change(&mut inner.view);
+        inner.text = inner.view.to_string();
     }
 
     /// The text for one SSE `data` field: carriage returns can only be JSON whitespace (inside
     /// strings they are escaped) and SSE cannot carry them, so they are left out.
     pub fn sse_data(&self) -> Cow<'_, str> {
-        if self.text.contains('\r') {
-            Cow::Owned(self.text.replace('\r', ""))
+        let text = self.text();
+        if text.contains('\r') {
+            Cow::Owned(text.replace('\r', ""))
         } else {
-            Cow::Borrowed(&self.text)
+            Cow::Borrowed(text)
         }
     }
 
@@ -181,10 +210,11 @@ impl WireMessage {
     /// 2025-06-18, "Transports: stdio": messages contain no embedded newlines): line breaks can
     /// only be JSON whitespace, so each becomes a space.
     pub fn line(&self) -> Cow<'_, str> {
-        if self.text.contains(['\n', '\r']) {
-            Cow::Owned(self.text.replace(['\n', '\r'], " "))
+        let text = self.text();
+        if text.contains(['\n', '\r']) {
+            Cow::Owned(text.replace(['\n', '\r'], " "))
         } else {
-            Cow::Borrowed(&self.text)
+            Cow::Borrowed(text)
         }
     }
 
@@ -194,23 +224,23 @@ impl WireMessage {
     /// things to the proxy and to the upstream, and a tool policy could be bypassed with
     /// `"name":"hidden","name":"allowed"`. `None` when every name is unique.
     pub fn duplicate_member(&self) -> Option<String> {
+        let text = self.text();
         for path in [&[][..], &["params"], &["params", "_meta"]] {
             let range = if path.is_empty() {
-                0..self.text.len()
+                0..text.len()
             } else {
-                span(&self.text, path)?
+                span(text, path)?
             };
-            let mut deserializer = serde_json::Deserializer::from_str(&self.text[range]);
+            let mut deserializer = serde_json::Deserializer::from_str(&text[range]);
             let Ok(keys) = KeysSeed.deserialize(&mut deserializer) else {
                 continue;
             };
-            let mut seen = std::collections::HashSet::new();
-            if let Some(key) = keys.into_iter().find(|key| !seen.insert(key.clone())) {
+            if let Some(key) = first_repeated(&keys) {
                 let mut name = path.join(".");
                 if !name.is_empty() {
                     name.push('.');
                 }
-                return Some(name + &key);
+                return Some(name + key);
             }
         }
         None
@@ -219,16 +249,12 @@ impl WireMessage {
     /// Splits a JSON array (a batch) into its members, each with its exact text; `None` when
     /// the message is not an array.
     pub fn members(&self) -> Option<Vec<Self>> {
-        let raws: Vec<&RawValue> = serde_json::from_str(&self.text).ok()?;
-        let views = self.view.as_array()?;
+        let raws: Vec<&RawValue> = serde_json::from_str(self.text()).ok()?;
+        let views = self.view().as_array()?;
         Some(
             raws.into_iter()
                 .zip(views)
-                .map(|(raw, view)| Self {
-                    text: raw.get().to_owned(),
-                    view: view.clone(),
-                    partial: self.partial,
-                })
+                .map(|(raw, view)| Self::new(raw.get().to_owned(), view.clone(), self.is_partial()))
                 .collect(),
         )
     }
@@ -237,11 +263,7 @@ impl WireMessage {
 impl From<Value> for WireMessage {
     /// A message the proxy builds: its text is the view serialized.
     fn from(view: Value) -> Self {
-        Self {
-            text: view.to_string(),
-            view,
-            partial: false,
-        }
+        Self::new(view.to_string(), view, false)
     }
 }
 
@@ -249,7 +271,7 @@ impl Deref for WireMessage {
     type Target = Value;
 
     fn deref(&self) -> &Value {
-        &self.view
+        self.view()
     }
 }
 
@@ -257,13 +279,13 @@ impl PartialEq for WireMessage {
     /// Equal when the texts are equal: two messages that mean the same but are written
     /// differently are different on the wire.
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+        self.text() == other.text()
     }
 }
 
 impl fmt::Display for WireMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.text())
     }
 }
 
@@ -318,11 +340,69 @@ fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
         .flatten()
 }
 
+/// The first name in `keys` that an earlier one repeats. Without allocating for the few
+/// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
+/// linear time.
+fn first_repeated<'k>(keys: &'k [Key<'_>]) -> Option<&'k str> {
+    if keys.len() <= SCAN_MEMBERS {
+        return keys
+            .iter()
+            .enumerate()
+            .find(|(i, key)| keys[..*i].contains(key))
+            .map(|(_, key)| key.as_str());
+    }
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    keys.iter()
+        .find(|key| !seen.insert(key.as_str()))
+        .map(Key::as_str)
+}
+
+/// Members compared pairwise by [`first_repeated`] before it uses a set.
+const SCAN_MEMBERS: usize = 16;
+
+/// A member name, borrowed from the message text unless it has escapes to decode.
+#[derive(PartialEq, Eq)]
+struct Key<'de>(Cow<'de, str>);
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(name)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name.to_owned())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, name: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name)))
+    }
+}
+
 /// The member names of a JSON object, in order, duplicates kept.
 struct KeysSeed;
 
 impl<'de> DeserializeSeed<'de> for KeysSeed {
-    type Value = Vec<String>;
+    type Value = Vec<Key<'de>>;
 
     fn deserialize<D: serde::Deserializer<'de>>(
         self,
@@ -333,7 +413,7 @@ impl<'de> DeserializeSeed<'de> for KeysSeed {
 }
 
 impl<'de> Visitor<'de> for KeysSeed {
-    type Value = Vec<String>;
+    type Value = Vec<Key<'de>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
@@ -341,7 +421,7 @@ impl<'de> Visitor<'de> for KeysSeed {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut keys = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             map.next_value::<IgnoredAny>()?;
             keys.push(key);
         }
@@ -371,8 +451,8 @@ impl<'de> Visitor<'de> for MemberSeed<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = None;
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if key == self.0 {
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == self.0 {
                 found = Some(map.next_value::<&'de RawValue>()?);
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -548,6 +628,31 @@ mod tests {
             let message = WireMessage::parse(text.as_bytes()).expect("parse");
             assert_eq!(message.duplicate_member().as_deref(), expected, "{text}");
         }
+    }
+
+    #[test]
+    fn duplicate_member_is_found_past_the_pairwise_scan_and_in_escaped_names() {
+        let members: Vec<String> = (0..40).map(|i| format!(r#""m{i}":{i}"#)).collect();
+        let unique = format!(r#"{{"id":1,"params":{{{}}}}}"#, members.join(","));
+        let message = WireMessage::parse(unique.as_bytes()).expect("parse");
+        assert_eq!(message.duplicate_member(), None);
+        let repeated = format!(
+            r#"{{"id":1,"params":{{{},"m\u0035":0}}}}"#,
+            members.join(",")
+        );
+        let message = WireMessage::parse(repeated.as_bytes()).expect("parse");
+        assert_eq!(message.duplicate_member().as_deref(), Some("params.m5"));
+    }
+
+    #[test]
+    fn a_clone_shares_the_message_until_one_is_rewritten() {
+        let original = WireMessage::parse(br#"{"id":1,"result":{"n":1e2}}"#).expect("parse");
+        let mut rewritten = original.clone();
+        rewritten.set_id(&json!("client"));
+        assert_eq!(original.text(), r#"{"id":1,"result":{"n":1e2}}"#);
+        assert_eq!(original["id"], json!(1));
+        assert_eq!(rewritten.text(), r#"{"id":"client","result":{"n":1e2}}"#);
+        assert_eq!(original.clone().into_text(), original.text());
     }
 
     #[test]

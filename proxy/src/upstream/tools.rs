@@ -192,11 +192,81 @@ pub fn fingerprint(tools: &Tools) -> String {
 }
 
 /// `sha256:<64 hex>` of `value`'s canonical JSON ([`canonical`]): the tool fingerprint and the
-/// audit events' argument digest.
+/// audit events' argument digest. The canonical text is written straight into the hash, with
+/// no copy of `value` (it is made per audited `tools/call`; issue 14).
 pub(crate) fn canonical_digest(value: &Value) -> String {
-    let digest = Sha256::digest(canonical(value).to_string().as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    let mut hash = HashWriter(Sha256::new());
+    // Writing into a hash cannot fail, and a `Value` always serializes.
+    let _ = write_canonical(value, &mut hash);
+    let digest = hash.0.finalize();
+    let mut out = String::with_capacity(7 + 2 * digest.len());
+    out.push_str("sha256:");
+    for byte in digest.iter() {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+    }
+    out
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// An `io::Write` that feeds a SHA-256 hash.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes `value` as [`canonical`] serializes it (compact, object keys sorted), without
+/// building it.
+fn write_canonical(value: &Value, out: &mut impl std::io::Write) -> serde_json::Result<()> {
+    match value {
+        Value::Object(map) => {
+            out.write_all(b"{").map_err(serde_json::Error::io)?;
+            // A `Map` iterates in key order unless serde_json's `preserve_order` is on.
+            if map.keys().is_sorted() {
+                write_members(map.iter(), out)?;
+            } else {
+                let mut sorted: Vec<(&String, &Value)> = map.iter().collect();
+                sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_members(sorted.into_iter(), out)?;
+            }
+            out.write_all(b"}").map_err(serde_json::Error::io)
+        }
+        Value::Array(items) => {
+            out.write_all(b"[").map_err(serde_json::Error::io)?;
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b",").map_err(serde_json::Error::io)?;
+                }
+                write_canonical(item, out)?;
+            }
+            out.write_all(b"]").map_err(serde_json::Error::io)
+        }
+        scalar => serde_json::to_writer(out, scalar),
+    }
+}
+
+fn write_members<'a>(
+    members: impl Iterator<Item = (&'a String, &'a Value)>,
+    out: &mut impl std::io::Write,
+) -> serde_json::Result<()> {
+    for (i, (key, member)) in members.enumerate() {
+        if i > 0 {
+            out.write_all(b",").map_err(serde_json::Error::io)?;
+        }
+        serde_json::to_writer(&mut *out, key)?;
+        out.write_all(b":").map_err(serde_json::Error::io)?;
+        write_canonical(member, out)?;
+    }
+    Ok(())
 }
 
 /// The value with every object's keys sorted, recursively.
@@ -222,6 +292,29 @@ mod tests {
 
     fn tool(name: &str, prop: &str) -> Value {
         json!({"name": name, "inputSchema": {"type": "object", "properties": {prop: {"type": "string"}}}})
+    }
+
+    #[test]
+    fn canonical_digest_hashes_the_canonical_text() {
+        let values = [
+            json!({"b": [1, {"z": null, "a": "é\u{1}\""}], "a": {"y": 1.5, "x": -0.0}, "": true}),
+            json!([]),
+            json!({}),
+            json!("s"),
+            json!(12345678901234567_u64),
+        ];
+        for value in values {
+            let text = canonical(&value).to_string();
+            let expected: String = Sha256::digest(text.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(
+                canonical_digest(&value),
+                format!("sha256:{expected}"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

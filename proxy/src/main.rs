@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 /// `MIMALLOC_PURGE_DELAY=0` (images/proxy.Dockerfile), so memory is committed as it is used and
 /// freed pages go back at once: idle RSS stays near the C allocator's and RSS after a load
 /// returns near idle.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod mcp_upstream;
 pub mod proxy_config;
 pub mod tool_policy;
+pub mod transport;
 
 pub use duration::{DurationError, DurationString};
 pub use mcp_upstream::disruption::PodDisruptionBudgetSpec;

@@ -21,10 +21,12 @@ pub mod admin;
 pub mod apply;
 pub mod build;
 pub mod controller;
+pub mod error;
 pub mod labels;
 pub mod metrics;
 pub mod reconcile;
 pub mod report;
+pub mod settings;
 pub mod status;
 pub mod validate;
 

@@ -4,11 +4,31 @@
 //! configuration file format ([`ProxyConfig`]) that the operator renders into a ConfigMap and the
 //! proxy parses, and the wire vocabulary both sides must agree on (ports, file names, labels).
 //! Not responsible for: any I/O. Nothing here talks to a cluster, a socket or a file.
+//!
+//! # Module map
+//!
+//! Layers, bottom first. A module uses only modules of the layers below its own, never one
+//! above and never one that uses it back; inside a module the same holds for its children (a
+//! parent may use its children, a child that also uses its parent is a cycle).
+//! `tests/tests/layers` fails on any cycle (issue 17).
+//!
+//! 1. The crate root: the wire constants below ([`GROUP`], ports, [`MCP_PATH`],
+//!    [`PROXY_CONFIG_KEY`]); all else here is a re-export. [`duration`]: duration strings
+//!    (`30s`). [`transport`]: the upstream's wire transport. They use nothing but the root.
+//! 2. [`tool_policy`]: which tools clients may call, per-tool grants and rate limits; uses
+//!    `duration`.
+//! 3. [`proxy_config`]: the proxy's configuration file, and the settings the McpUpstream spec
+//!    embeds as they are (`audit`, `oauth`, `request_origin`, sessions, timeouts, the tools
+//!    probe); uses `duration`, `transport` and `tool_policy`.
+//! 4. [`mcp_upstream`]: the custom resource, one child module per part of the spec that needs
+//!    one (`session`, `proxy_auth`, `telemetry`, `pod`, `security`, `network_policy`,
+//!    `disruption`); uses every layer below.
 
 pub mod duration;
 pub mod mcp_upstream;
 pub mod proxy_config;
 pub mod tool_policy;
+pub mod transport;
 
 pub use duration::{DurationError, DurationString};
 pub use mcp_upstream::disruption::PodDisruptionBudgetSpec;

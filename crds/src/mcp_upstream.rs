@@ -12,6 +12,9 @@ pub mod security;
 pub mod session;
 pub mod telemetry;
 
+// Defined in `transport`, below this module and the proxy config, which both name it.
+pub use crate::transport::Transport;
+
 use k8s_openapi::api::core::v1::{EnvFromSource, EnvVar, ResourceRequirements, SecretKeySelector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::core::crd::CustomResourceExt;
@@ -272,16 +275,6 @@ pub struct UpstreamHeader {
 pub struct HeaderValueSource {
     /// A key of a Secret in the McpUpstream's namespace.
     pub secret_key_ref: SecretKeySelector,
-}
-
-/// Wire transport of an upstream MCP server: `StreamableHttp` or `Stdio`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Transport {
-    /// MCP Streamable HTTP (spec revision 2025-03-26 and later).
-    #[default]
-    StreamableHttp,
-    /// Newline-delimited JSON-RPC on the server's stdin/stdout.
-    Stdio,
 }
 
 /// Observed state of an McpUpstream, written by the operator.

@@ -15,8 +15,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::duration::{DurationError, DurationString};
-use crate::mcp_upstream::Transport;
 use crate::tool_policy::ToolsPolicySpec;
+use crate::transport::Transport;
 
 /// Everything the berth proxy needs to run, as YAML under the ConfigMap key
 /// [`crate::PROXY_CONFIG_KEY`] (camelCase keys).

@@ -40,8 +40,8 @@ use serde::de::DeserializeOwned;
 
 use crate::FIELD_MANAGER;
 use crate::build::{Children, Optional, secret};
+use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::reconcile::Error;
 
 /// What the operator last applied to each child, so an unchanged child is not applied again.
 ///

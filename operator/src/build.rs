@@ -8,23 +8,26 @@
 
 pub mod config_hash;
 pub mod config_map;
+pub mod container;
 pub mod deployment;
+pub mod error;
 pub mod network_policy;
+mod owner;
 pub mod pod;
 pub mod pod_disruption_budget;
 pub mod secret;
 pub mod service;
 pub mod stdio;
 
+pub use error::BuildError;
+
 use berth_crds::{McpUpstream, ProxyConfig};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::{Resource, ResourceExt};
 
-use crate::labels;
+use owner::Owner;
 
 /// Every object one McpUpstream owns, ready for server-side apply.
 #[derive(Clone, Debug, PartialEq)]
@@ -70,91 +73,6 @@ impl<K> Optional<K> {
                 name: owner.name.clone(),
                 owner_uid: owner.reference.uid.clone(),
             },
-        }
-    }
-}
-
-/// An McpUpstream whose children cannot be built. Never caused by the spec itself (that is
-/// [`crate::validate::InvalidSpec`]); only by an object that did not come from the API server.
-#[derive(Debug, thiserror::Error)]
-pub enum BuildError {
-    /// The object lacks metadata the API server always sets (namespace, uid).
-    #[error("mcpupstream {name} has no metadata.{field}")]
-    MissingMetadata {
-        /// The object's name, possibly empty.
-        name: String,
-        /// The absent field.
-        field: &'static str,
-    },
-    /// The proxy config did not serialize to YAML.
-    #[error("failed to render proxy config of {name}")]
-    RenderConfig {
-        /// The McpUpstream's name.
-        name: String,
-        /// The serializer's error.
-        #[source]
-        source: serde_yaml::Error,
-    },
-    /// No random bytes for a new session key.
-    #[error("failed to generate the session key of {name}")]
-    GenerateSessionKey {
-        /// Name of the Secret.
-        name: String,
-        /// The random source's error.
-        #[source]
-        source: getrandom::Error,
-    },
-}
-
-impl BuildError {
-    /// Bounded label for metrics and Event reasons.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::MissingMetadata { .. } => "missing_metadata",
-            Self::RenderConfig { .. } => "render_config",
-            Self::GenerateSessionKey { .. } => "generate_session_key",
-        }
-    }
-}
-
-/// Identity shared by every child: where it lives and who owns it.
-#[derive(Clone, Debug)]
-struct Owner {
-    name: String,
-    namespace: String,
-    reference: OwnerReference,
-}
-
-impl Owner {
-    fn of(upstream: &McpUpstream) -> Result<Self, BuildError> {
-        let name = upstream.name_any();
-        let missing = |field| BuildError::MissingMetadata {
-            name: name.clone(),
-            field,
-        };
-        let namespace = upstream.namespace().ok_or_else(|| missing("namespace"))?;
-        let reference = upstream
-            .controller_owner_ref(&())
-            .ok_or_else(|| missing("uid"))?;
-        Ok(Self {
-            name: name.clone(),
-            namespace,
-            reference: OwnerReference {
-                block_owner_deletion: Some(true),
-                ..reference
-            },
-        })
-    }
-
-    /// Metadata of a child called `name`: namespace, the standard labels and a controller
-    /// owner reference (so the garbage collector deletes it with its McpUpstream).
-    fn child_metadata(&self, name: String) -> ObjectMeta {
-        ObjectMeta {
-            name: Some(name),
-            namespace: Some(self.namespace.clone()),
-            labels: Some(labels::labels(&self.name)),
-            owner_references: Some(vec![self.reference.clone()]),
-            ..ObjectMeta::default()
         }
     }
 }

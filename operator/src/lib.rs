@@ -16,15 +16,45 @@
 //! Each reconcile is a pipeline of named steps, one module each:
 //! [`validate`] (pure) -> [`build`] (pure) -> [`apply`] -> [`report`] -> [`status`];
 //! [`reconcile`] strings them together and [`controller`] runs it for every object.
+//!
+//! # Module map
+//!
+//! Layers, bottom first. A module uses only modules of the layers below its own, never one
+//! above and never one that uses it back; inside a module the same holds for its children (a
+//! parent may use its children, a child that also uses its parent is a cycle).
+//! `tests/tests/layers` fails on any cycle (issue 17).
+//!
+//! 1. The crate root: [`FIELD_MANAGER`] and [`DEFAULT_PROXY_IMAGE`]; all else here is a
+//!    re-export. [`labels`]: the labels and selector of every owned object. [`settings`]: how
+//!    the operator runs ([`Settings`]) and the defaults. They use nothing but the root.
+//! 2. [`build`] (pure): the shape of every owned object, one child module per object, above
+//!    `build::owner`, [`build::error`] and [`build::container`], which they share. Uses
+//!    `labels`.
+//! 3. [`validate`] (pure): whether a spec can be served, checking the proxy config
+//!    `build::config_map` renders. [`report`]: what each proxy's admin port says; uses
+//!    `build::container` and `labels`.
+//! 4. [`error`]: the error of a reconcile worth retrying; wraps `build`'s and `report`'s.
+//! 5. [`status::conditions`] (pure): each condition's verdict and the wire vocabulary of
+//!    conditions; uses `report` and `validate`.
+//! 6. [`metrics`]: the operator's Prometheus metrics; uses `status::conditions` (the
+//!    condition types it counts).
+//! 7. [`apply`]: server-side apply of what `build` made; uses `build`, `error`, `metrics`.
+//!    [`status`]: the status to write and writing it, and [`status::events`], the Events of
+//!    condition transitions; uses `error`, `metrics`, `report`, `status::conditions`.
+//! 8. [`reconcile`]: the pipeline above under a deadline, with backoff; uses layers 1-7.
+//! 9. [`admin`]: `/metrics` and `/healthz`; uses `metrics`. [`controller`]: watches, leader
+//!    election, runs `reconcile` for each object; uses `reconcile`, `admin` and below.
 
 pub mod admin;
 pub mod apply;
 pub mod build;
 pub mod controller;
+pub mod error;
 pub mod labels;
 pub mod metrics;
 pub mod reconcile;
 pub mod report;
+pub mod settings;
 pub mod status;
 pub mod validate;
 

@@ -1,7 +1,7 @@
 //! The operator's Prometheus metrics, in a registry of its own (no global state).
 //!
 //! Names follow the `berth_operator_` prefix; label values are bounded and known at review time
-//! (reconcile results and error kinds from [`crate::reconcile::Error::kind`]), never an object
+//! (reconcile results and error kinds from [`crate::error::Error::kind`]), never an object
 //! name or error text.
 
 use std::time::Duration;

@@ -17,87 +17,36 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use tracing::{debug, info, warn};
 
+// Defined below this module (issue 17: no cycles); still reachable under their old paths.
+pub use crate::error::Error;
+pub use crate::settings::RESYNC_INTERVAL;
+pub use crate::status::events::EVENT_ACTION;
+
+use crate::FIELD_MANAGER;
 use crate::apply::{Applied, apply};
-use crate::build::{BuildError, build};
+use crate::build::build;
 use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK, WRITE_EVENT};
-use crate::report::{self, ListPodsError};
+use crate::report;
+use crate::settings::Settings;
 use crate::status::conditions::{
     self, CONDITION_READY, REASON_PROXY_REPORT_FAILED, REASON_PROXY_REPORT_TIMEOUT,
 };
 use crate::status::{self, Observation, events};
 use crate::validate::validate;
-use crate::{FIELD_MANAGER, Settings};
 
 /// Longest one reconcile may take before it is abandoned and retried with backoff, so a stuck
 /// API call never holds a worker (field case BR-19).
 pub const RECONCILE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Re-reconcile interval of a healthy object even without changes (drift safety net; changes
-/// of owned objects trigger reconciles sooner).
-pub const RESYNC_INTERVAL: Duration = Duration::from_secs(300);
 /// First retry delay after a failed reconcile; doubles with each consecutive failure.
 pub const BACKOFF_INITIAL: Duration = Duration::from_secs(1);
 /// Longest retry delay after failed reconciles.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 
-/// Event action of every Event the operator publishes.
-pub const EVENT_ACTION: &str = "Reconcile";
 /// `kind` label of `berth_operator_reconcile_errors_total` for a reconcile whose proxy did not
 /// answer (`Ready=False`, reason `ProxyReportTimeout` or `ProxyReportFailed`).
 pub const KIND_PROXY_UNANSWERED: &str = "proxy_unanswered";
 /// Event reason of a Warning for a reconcile that failed transiently.
 pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
-
-/// A reconcile that failed for a reason worth retrying.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The children could not be built.
-    #[error(transparent)]
-    Build(#[from] BuildError),
-    /// The API server refused the server-side apply of a child.
-    #[error("failed to apply {kind} {name}")]
-    Apply {
-        /// Kind of the child, e.g. `Deployment`.
-        kind: &'static str,
-        /// Name of the child.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The API server refused the status update.
-    #[error("failed to patch status of {name}")]
-    PatchStatus {
-        /// Name of the McpUpstream.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// The API server refused to list the McpUpstream's pods.
-    #[error(transparent)]
-    ListPods(#[from] ListPodsError),
-    /// The reconcile did not finish within [`RECONCILE_TIMEOUT`].
-    #[error("reconcile of {name} did not finish within {after:?}")]
-    Timeout {
-        /// Name of the McpUpstream.
-        name: String,
-        /// The deadline that passed.
-        after: Duration,
-    },
-}
-
-impl Error {
-    /// Bounded label for metrics and Event notes; never derived from error text.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Build(err) => err.kind(),
-            Self::Apply { .. } => "apply",
-            Self::PatchStatus { .. } => "patch_status",
-            Self::ListPods(_) => "list_pods",
-            Self::Timeout { .. } => "timeout",
-        }
-    }
-}
 
 /// Everything a reconcile needs, shared by all of them.
 pub struct Context {

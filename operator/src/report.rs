@@ -21,7 +21,7 @@ use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
-use crate::build::deployment::UPSTREAM_CONTAINER;
+use crate::build::container::UPSTREAM_CONTAINER;
 use crate::labels;
 
 /// Longest the operator waits for one proxy's admin endpoints (`/tools` and `/readyz`

@@ -12,85 +12,22 @@ pub mod conditions;
 pub mod events;
 
 use berth_crds::{MCP_PATH, McpUpstream, McpUpstreamStatus, ToolsStatus, UpstreamStatus};
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::FIELD_MANAGER;
+use crate::error::Error;
 use crate::metrics::{Metrics, WRITE_MCP_UPSTREAM_STATUS};
-use crate::reconcile::Error;
 use crate::report::{self, ProxyReport, Report};
 
-pub use conditions::{CONDITION_READY, CONDITION_TYPES, Verdict};
-
-/// `Ready=True`: the Deployment reports `Available=True`.
-pub const REASON_DEPLOYMENT_AVAILABLE: &str = "DeploymentAvailable";
-/// `Ready=False`: a rollout is under way and within its progress deadline (or the deployment
-/// controller has not reported yet).
-pub const REASON_PROGRESSING: &str = "Progressing";
-/// `Ready=False`: the Deployment is not available and no rollout is making progress.
-pub const REASON_DEPLOYMENT_UNAVAILABLE: &str = "DeploymentUnavailable";
-/// `Ready=False`: the spec cannot be served; the message names the field.
-pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
-
-/// The `Ready` verdict before it becomes a [`Condition`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Readiness {
-    /// Whether the condition is `True`.
-    pub ready: bool,
-    /// One of the `REASON_*` constants.
-    pub reason: &'static str,
-    /// A sentence for `kubectl describe`.
-    pub message: String,
-}
-
-impl Readiness {
-    /// Readiness from the Deployment as the API server returned it: `True` exactly when its
-    /// `Available` condition is `True`.
-    pub fn of_deployment(deployment: &Deployment) -> Self {
-        let name = deployment.name_any();
-        let conditions = deployment
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_deref())
-            .unwrap_or_default();
-        let find = |type_: &str| {
-            conditions
-                .iter()
-                .find(|c| c.type_.as_deref() == Some(type_))
-        };
-        let is_true = |c: &k8s_openapi::api::apps::v1::DeploymentCondition| {
-            c.status.as_deref() == Some("True")
-        };
-        let available = find("Available");
-        let detail = available
-            .and_then(|c| c.message.clone())
-            .unwrap_or_else(|| "no Available condition reported yet".to_owned());
-        if available.is_some_and(is_true) {
-            return Self {
-                ready: true,
-                reason: REASON_DEPLOYMENT_AVAILABLE,
-                message: format!("deployment {name} is available: {detail}"),
-            };
-        }
-        // Progressing=True with reason NewReplicaSetAvailable means the rollout finished; any
-        // other Progressing=True means it is still within its deadline.
-        let rolling_out = find("Progressing")
-            .is_none_or(|c| is_true(c) && c.reason.as_deref() != Some("NewReplicaSetAvailable"));
-        let reason = if rolling_out {
-            REASON_PROGRESSING
-        } else {
-            REASON_DEPLOYMENT_UNAVAILABLE
-        };
-        Self {
-            ready: false,
-            reason,
-            message: format!("deployment {name} is not available: {detail}"),
-        }
-    }
-}
+// Readiness, its reasons and `current_condition` live in `conditions`, which `events` and
+// `metrics` use too (issue 17); still reachable under their old paths.
+pub use conditions::{
+    CONDITION_READY, CONDITION_TYPES, REASON_DEPLOYMENT_AVAILABLE, REASON_DEPLOYMENT_UNAVAILABLE,
+    REASON_INVALID_SPEC, REASON_PROGRESSING, Readiness, Verdict, current_condition,
+};
 
 /// In-cluster URL of the proxy of the McpUpstream `name` in `namespace` whose Service serves
 /// `port` (`spec.proxy.port`), e.g. `http://weather.team-a.svc.cluster.local:8080/mcp`.
@@ -185,16 +122,6 @@ pub fn desired(
         upstream: observation.upstream,
         tools: observation.tools,
     }
-}
-
-/// The condition of `type_` `upstream` carries now, if any.
-pub fn current_condition<'a>(upstream: &'a McpUpstream, type_: &str) -> Option<&'a Condition> {
-    upstream
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
 }
 
 /// The `Ready` condition `upstream` carries now, if any.

@@ -9,8 +9,8 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::DurationString;
-use crate::mcp_upstream::Transport;
 use crate::proxy_config::{SessionSpec, SessionStrategy};
+use crate::transport::Transport;
 
 /// How client sessions map onto upstream sessions.
 #[derive(KubeSchema, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,26 +27,27 @@ use berth_crds::proxy_config::audit::{MCP_UPSTREAM_ENV, NAMESPACE_ENV};
 use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, TracesSpec, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SeccompProfile, SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
+    SecretKeySelector, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+// Defined in `container`, which `stdio` uses too (issue 17); still reachable here.
+pub use super::container::{PROXY_CONTAINER, RUN_AS_ID, UPSTREAM_CONTAINER};
+
 use super::config_hash::config_hash;
 use super::config_map::DOWNSTREAM_TOKEN_ENV;
-use super::{Owner, pod, secret, stdio};
+use super::container::{container_security_context, runtime_default_seccomp};
+use super::owner::Owner;
+use super::{pod, secret, stdio};
 use crate::labels;
 
 /// Pod-template annotation carrying [`config_hash`] of the rendered proxy config, so a config
 /// change alone rolls the pods.
 pub const CONFIG_HASH_ANNOTATION: &str = "berth.dev/config-hash";
 
-/// Name of the upstream sidecar (an init container with `restartPolicy: Always`).
-pub const UPSTREAM_CONTAINER: &str = "upstream";
-/// Name of the proxy container.
-pub const PROXY_CONTAINER: &str = "proxy";
 /// Name of the upstream sidecar's port.
 pub const UPSTREAM_PORT_NAME: &str = "upstream";
 /// Name of the proxy's MCP port (the Service targets it).
@@ -55,11 +56,6 @@ pub const MCP_PORT_NAME: &str = "mcp";
 pub const ADMIN_PORT_NAME: &str = "admin";
 /// Directory the ConfigMap is mounted at in the proxy container.
 pub const CONFIG_DIR: &str = "/etc/berth";
-/// User and group the pod runs as unless an image needs otherwise: the conventional
-/// "nonroot" id of distroless images. Set so that images built to run as root (common for MCP
-/// servers) still start under `runAsNonRoot` instead of failing with CreateContainerConfigError.
-pub const RUN_AS_ID: i64 = 65532;
-
 const CONFIG_VOLUME: &str = "config";
 
 /// Time the proxy gets after its drain and its longest request to close the upstream session
@@ -394,27 +390,5 @@ fn admin_probe(path: &str, period_seconds: i32, failure_threshold: i32) -> Probe
         period_seconds: Some(period_seconds),
         failure_threshold: Some(failure_threshold),
         ..Probe::default()
-    }
-}
-
-/// A container security context that passes the "restricted" Pod Security Standard.
-pub(super) fn container_security_context(read_only_root_filesystem: bool) -> SecurityContext {
-    SecurityContext {
-        run_as_non_root: Some(true),
-        allow_privilege_escalation: Some(false),
-        capabilities: Some(Capabilities {
-            drop: Some(vec!["ALL".to_owned()]),
-            ..Capabilities::default()
-        }),
-        seccomp_profile: Some(runtime_default_seccomp()),
-        read_only_root_filesystem: read_only_root_filesystem.then_some(true),
-        ..SecurityContext::default()
-    }
-}
-
-fn runtime_default_seccomp() -> SeccompProfile {
-    SeccompProfile {
-        type_: "RuntimeDefault".to_owned(),
-        ..SeccompProfile::default()
     }
 }

@@ -11,8 +11,8 @@ use k8s_openapi::api::networking::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::Owner;
 use super::deployment::{ADMIN_PORT_NAME, MCP_PORT_NAME};
+use super::owner::Owner;
 use crate::labels;
 
 /// Port of DNS, allowed over UDP and TCP to any destination (the cluster DNS Service's address

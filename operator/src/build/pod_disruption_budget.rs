@@ -6,7 +6,7 @@ use berth_crds::McpUpstreamSpec;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::Owner;
+use super::owner::Owner;
 use crate::labels;
 
 /// The PodDisruptionBudget of `owner` selecting its pods when `spec.podDisruptionBudget` is

@@ -7,8 +7,8 @@
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::Owner;
 use super::deployment::MCP_PORT_NAME;
+use super::owner::Owner;
 use crate::labels;
 
 /// The Service of the McpUpstream `owner`: named after it, `port` (`spec.proxy.port`) `mcp` to the pods' `mcp`

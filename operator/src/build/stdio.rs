@@ -17,7 +17,7 @@
 use berth_crds::McpUpstreamSpec;
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
 
-use super::deployment::{UPSTREAM_CONTAINER, container_security_context};
+use super::container::{UPSTREAM_CONTAINER, container_security_context};
 
 /// Name of the init container that installs the berth binary.
 pub const INSTALL_CONTAINER: &str = "berth-install";

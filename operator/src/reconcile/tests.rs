@@ -8,6 +8,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::build::BuildError;
 
 #[test]
 fn backoff_delay_doubles_from_one_second_and_caps_at_five_minutes() {

@@ -3,10 +3,11 @@
 //! Condition types and reasons are wire vocabulary (PascalCase constants below); every reason
 //! in [`WARNING_REASONS`] is a fault and its Events are `Warning`s.
 
+use berth_crds::McpUpstream;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 
-use super::{REASON_DEPLOYMENT_UNAVAILABLE, REASON_INVALID_SPEC, Readiness};
 use crate::report::{ProxyReport, REPORT_TIMEOUT, Report};
 use crate::validate::InvalidSpec;
 
@@ -30,6 +31,16 @@ pub const CONDITION_TYPES: [&str; 5] = [
     CONDITION_UPSTREAM_READY,
     CONDITION_TOOLS_DISCOVERED,
 ];
+
+/// `Ready=True`: the Deployment reports `Available=True`.
+pub const REASON_DEPLOYMENT_AVAILABLE: &str = "DeploymentAvailable";
+/// `Ready=False`: a rollout is under way and within its progress deadline (or the deployment
+/// controller has not reported yet).
+pub const REASON_PROGRESSING: &str = "Progressing";
+/// `Ready=False`: the Deployment is not available and no rollout is making progress.
+pub const REASON_DEPLOYMENT_UNAVAILABLE: &str = "DeploymentUnavailable";
+/// `Ready=False`: the spec cannot be served; the message names the field.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 
 /// `Ready=False`: the Deployment is available but its proxy did not answer the operator within
 /// [`REPORT_TIMEOUT`] (field case BR-19).
@@ -86,6 +97,63 @@ pub const WARNING_REASONS: [&str; 10] = [
     REASON_REPLICAS_UNAVAILABLE,
     REASON_ALLOWED_TOOL_MISSING,
 ];
+
+/// The `Ready` verdict before it becomes a [`Condition`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Readiness {
+    /// Whether the condition is `True`.
+    pub ready: bool,
+    /// One of the `REASON_*` constants.
+    pub reason: &'static str,
+    /// A sentence for `kubectl describe`.
+    pub message: String,
+}
+
+impl Readiness {
+    /// Readiness from the Deployment as the API server returned it: `True` exactly when its
+    /// `Available` condition is `True`.
+    pub fn of_deployment(deployment: &Deployment) -> Self {
+        let name = deployment.name_any();
+        let conditions = deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let find = |type_: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_.as_deref() == Some(type_))
+        };
+        let is_true = |c: &k8s_openapi::api::apps::v1::DeploymentCondition| {
+            c.status.as_deref() == Some("True")
+        };
+        let available = find("Available");
+        let detail = available
+            .and_then(|c| c.message.clone())
+            .unwrap_or_else(|| "no Available condition reported yet".to_owned());
+        if available.is_some_and(is_true) {
+            return Self {
+                ready: true,
+                reason: REASON_DEPLOYMENT_AVAILABLE,
+                message: format!("deployment {name} is available: {detail}"),
+            };
+        }
+        // Progressing=True with reason NewReplicaSetAvailable means the rollout finished; any
+        // other Progressing=True means it is still within its deadline.
+        let rolling_out = find("Progressing")
+            .is_none_or(|c| is_true(c) && c.reason.as_deref() != Some("NewReplicaSetAvailable"));
+        let reason = if rolling_out {
+            REASON_PROGRESSING
+        } else {
+            REASON_DEPLOYMENT_UNAVAILABLE
+        };
+        Self {
+            ready: false,
+            reason,
+            message: format!("deployment {name} is not available: {detail}"),
+        }
+    }
+}
 
 /// One condition before it becomes a `metav1.Condition`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -375,4 +443,14 @@ fn tools_discovered(proxy: &ProxyReport) -> Verdict {
             ),
         ),
     }
+}
+
+/// The condition of `type_` `upstream` carries now, if any.
+pub fn current_condition<'a>(upstream: &'a McpUpstream, type_: &str) -> Option<&'a Condition> {
+    upstream
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
 }

@@ -12,9 +12,10 @@ use berth_crds::{McpUpstream, McpUpstreamStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::events::{Event, EventType};
 
-use super::conditions::WARNING_REASONS;
-use super::{CONDITION_TYPES, current_condition};
-use crate::reconcile::EVENT_ACTION;
+use super::conditions::{CONDITION_TYPES, WARNING_REASONS, current_condition};
+
+/// Event action of every Event the operator publishes.
+pub const EVENT_ACTION: &str = "Reconcile";
 
 /// Longest Event note the API server accepts (`events.k8s.io/v1`, 1 kB).
 const MAX_NOTE_BYTES: usize = 1024;

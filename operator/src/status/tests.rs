@@ -3,6 +3,7 @@
 //! handling, image digests, and which changes publish Events.
 
 use berth_crds::McpUpstreamStatus;
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::events::EventType;
 

@@ -1,0 +1,65 @@
+//! The error of a reconcile that failed for a reason worth retrying, below every step that
+//! returns it: [`crate::apply`], [`crate::status`] and [`crate::reconcile`] return it,
+//! [`crate::controller`] retries on it and [`crate::metrics`] counts it by [`Error::kind`].
+//!
+//! Responsible for: the variants (one per failed operation) and their bounded kinds. Not
+//! responsible for: what to do about one ([`crate::reconcile::error_policy`]); an invalid spec is
+//! not an error (it becomes a condition, see [`crate::validate`]).
+
+use std::time::Duration;
+
+use crate::build::BuildError;
+use crate::report::ListPodsError;
+
+/// A reconcile that failed for a reason worth retrying.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The children could not be built.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The API server refused the server-side apply of a child.
+    #[error("failed to apply {kind} {name}")]
+    Apply {
+        /// Kind of the child, e.g. `Deployment`.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused the status update.
+    #[error("failed to patch status of {name}")]
+    PatchStatus {
+        /// Name of the McpUpstream.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused to list the McpUpstream's pods.
+    #[error(transparent)]
+    ListPods(#[from] ListPodsError),
+    /// The reconcile did not finish within
+    /// [`RECONCILE_TIMEOUT`](crate::reconcile::RECONCILE_TIMEOUT).
+    #[error("reconcile of {name} did not finish within {after:?}")]
+    Timeout {
+        /// Name of the McpUpstream.
+        name: String,
+        /// The deadline that passed.
+        after: Duration,
+    },
+}
+
+impl Error {
+    /// Bounded label for metrics and Event notes; never derived from error text.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Build(err) => err.kind(),
+            Self::Apply { .. } => "apply",
+            Self::PatchStatus { .. } => "patch_status",
+            Self::ListPods(_) => "list_pods",
+            Self::Timeout { .. } => "timeout",
+        }
+    }
+}

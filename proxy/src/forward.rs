@@ -13,6 +13,7 @@ mod legacy_over_modern;
 pub mod parked;
 mod relay;
 
+use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,8 +122,7 @@ impl Call {
             message.set_id(&self.downstream_id);
         }
         if let Some(original) = &self.progress_token
-            && message.pointer("/params/progressToken")
-                == Some(&progress_token_for(self.upstream_id))
+            && message.at("/params/progressToken") == Some(&progress_token_for(self.upstream_id))
         {
             message.set(&["params", "progressToken"], original);
         }
@@ -145,7 +145,7 @@ impl Call {
         };
         let hides = |message: &WireMessage| {
             message
-                .pointer("/result/tools")
+                .at("/result/tools")
                 .and_then(Value::as_array)
                 .is_some_and(|tools| !tools.iter().all(shown))
         };
@@ -234,7 +234,7 @@ impl Ending<'_> {
 /// it is.
 fn keep_private(message: &mut WireMessage) {
     if message
-        .pointer("/result/cacheScope")
+        .at("/result/cacheScope")
         .is_some_and(|scope| scope != "private")
     {
         message.set(&["result", "cacheScope"], &json!("private"));
@@ -487,7 +487,7 @@ pub async fn request(
         ending.record(Outcome::Ok);
         return answer;
     }
-    let progress_token = body.pointer("/params/_meta/progressToken").cloned();
+    let progress_token = body.at("/params/_meta/progressToken").cloned();
     let retry_body =
         input_required::retry_body(&method, upstream.era(), session.is_modern(), &body);
     let mut call = Call {
@@ -641,7 +641,7 @@ async fn resume_parked(
     }
     let input_responses = retry
         .body
-        .pointer("/params/inputResponses")
+        .at("/params/inputResponses")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
@@ -651,7 +651,7 @@ async fn resume_parked(
         session: Arc::clone(&session),
         tx,
         json_only: retry.json_only,
-        progress_token: retry.body.pointer("/params/_meta/progressToken").cloned(),
+        progress_token: retry.body.at("/params/_meta/progressToken").cloned(),
         cancelled: retry.cancelled,
         input_responses,
         facts: retry.facts.clone(),

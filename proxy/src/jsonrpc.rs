@@ -6,10 +6,12 @@
 //! side byte for byte (issue 12, item 6).
 //! Source: JSON-RPC 2.0 specification §4–§5; MCP basic protocol (2025-06-18) "Messages".
 
+mod pointer;
 mod wire;
 
 use serde_json::{Value, json};
 
+pub use pointer::Pointer;
 pub use wire::{ParseError, WireMessage};
 
 /// JSON-RPC "Parse error": the body is not JSON.

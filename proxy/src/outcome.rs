@@ -3,6 +3,7 @@
 //! Every `tools/call` ends in exactly one [`Outcome`] (README.md "Why it exists", failure 5). A
 //! result with `isError: true` is a failure (`tool_error`), never a success (field case BR-30).
 
+use crate::jsonrpc::Pointer as _;
 use serde_json::Value;
 
 /// How one forwarded request ended. The label values are a contract: alerts and
@@ -73,7 +74,7 @@ impl Outcome {
     pub fn of_response(response: &Value) -> Self {
         if response.get("error").is_some() {
             Self::RpcError
-        } else if response.pointer("/result/isError") == Some(&Value::Bool(true)) {
+        } else if response.at("/result/isError") == Some(&Value::Bool(true)) {
             Self::ToolError
         } else {
             Self::Ok

@@ -12,6 +12,7 @@
 //! gets a JSON-RPC error under its id, outcome `rejected`; each input request is counted in
 //! `berth_proxy_bridged_server_requests_total{direction="to_legacy_client"}`.
 
+use crate::jsonrpc::Pointer as _;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
@@ -37,10 +38,7 @@ const DIRECTION: &str = "to_legacy_client";
 pub fn bridges(call: &Call, message: &Value) -> bool {
     call.retry_body.is_some()
         && call.upstream.era() == UpstreamEra::Modern
-        && message
-            .pointer("/result/resultType")
-            .and_then(Value::as_str)
-            == Some("input_required")
+        && message.at("/result/resultType").and_then(Value::as_str) == Some("input_required")
 }
 
 /// The original request kept for the retries, when `method` over an upstream of `era` for a

@@ -5,6 +5,7 @@
 //! later requests). `resources/subscribe` is bridged onto the proxy's `subscriptions/listen`
 //! stream (`crate::subscriptions`).
 
+use crate::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
 use crate::jsonrpc::{self, WireMessage};
@@ -25,7 +26,7 @@ pub fn answer(session: &DownstreamSession, method: &str, body: &WireMessage) -> 
     match method {
         "ping" => Some(Local::Result(json!({}))),
         "logging/setLevel" => {
-            let level = body.pointer("/params/level").and_then(Value::as_str);
+            let level = body.at("/params/level").and_then(Value::as_str);
             Some(match level {
                 Some(level) => {
                     session.set_log_level(level);

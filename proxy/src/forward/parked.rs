@@ -16,6 +16,7 @@
 //! is unknown here (expired, used, or minted by another replica) gets -32602. Each upstream
 //! request is counted in `berth_proxy_bridged_server_requests_total{direction="to_modern_client"}`.
 
+use crate::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -125,7 +126,7 @@ impl ParkedCalls {
 
 /// The `requestState` of a modern retry when the proxy minted it.
 pub fn retry_state(body: &Value) -> Option<&str> {
-    body.pointer("/params/requestState")
+    body.at("/params/requestState")
         .and_then(Value::as_str)
         .filter(|state| state.starts_with(STATE_PREFIX))
 }

@@ -4,6 +4,7 @@
 //! in `params._meta` and the `MCP-Protocol-Version` header. The front decides the era per
 //! request ([`is_modern`]) and serves both at once, for different clients.
 
+use crate::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
@@ -26,7 +27,7 @@ pub fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
         Message::Response { .. } => return header_version(headers).is_some_and(is_modern_header),
     };
     if body
-        .pointer("/params/_meta")
+        .at("/params/_meta")
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .is_some()
     {

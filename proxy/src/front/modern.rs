@@ -12,6 +12,7 @@ mod bridge;
 mod headers;
 mod listen;
 
+use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -92,7 +93,7 @@ pub async fn handle(
     // The `Mcp-Param-*` headers of a tool this caller may call; a hidden or ungranted tool's
     // call goes on to be refused without telling its parameters.
     if method == "tools/call"
-        && let Some(tool) = body.pointer("/params/name").and_then(Value::as_str)
+        && let Some(tool) = body.at("/params/name").and_then(Value::as_str)
         && proxy.upstream.exposes(tool)
         && proxy.tool_grants.as_ref().is_none_or(|grants| {
             grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
@@ -156,7 +157,7 @@ async fn serve(
         json_only,
         params,
     } = request;
-    let meta = body.pointer("/params/_meta").cloned().unwrap_or_default();
+    let meta = body.at("/params/_meta").cloned().unwrap_or_default();
     let capabilities = meta
         .get(META_CLIENT_CAPABILITIES)
         .cloned()
@@ -281,7 +282,7 @@ fn error_status(status: StatusCode, body: &Value) -> StatusCode {
     if status != StatusCode::OK {
         return status;
     }
-    match body.pointer("/error/code").and_then(Value::as_i64) {
+    match body.at("/error/code").and_then(Value::as_i64) {
         Some(jsonrpc::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         Some(code) if crate::revision::MODERN_ERROR_CODES.contains(&code) => {
             StatusCode::BAD_REQUEST

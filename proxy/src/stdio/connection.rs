@@ -13,6 +13,7 @@
 //! [`STANDALONE_BUFFER`] standalone messages. A pending request whose reader stops reading
 //! holds up only this connection's reader, never another connection's.
 
+use crate::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -486,7 +487,7 @@ async fn route_message(
         },
         (Some(_), None) => {
             let token = message
-                .pointer("/params/progressToken")
+                .at("/params/progressToken")
                 .and_then(Value::as_str)
                 .and_then(|t| t.strip_prefix("berth-"));
             // A log message during exactly one call is that call's, as a server request is:

@@ -2,6 +2,7 @@
 //! Context) and the same keys in a request's `params._meta` (MCP SEP-414), for HTTP and stdio
 //! alike.
 
+use crate::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -48,7 +49,7 @@ fn valid(context: Context) -> Option<Context> {
 pub fn parent_of(headers: &HeaderMap, request: &Value) -> Option<Context> {
     let propagator = TraceContextPropagator::new();
     let from_meta = request
-        .pointer("/params/_meta")
+        .at("/params/_meta")
         .and_then(Value::as_object)
         .and_then(|meta| valid(propagator.extract(&Meta(meta))));
     from_meta.or_else(|| valid(propagator.extract(&Headers(headers))))

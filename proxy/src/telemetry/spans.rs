@@ -6,6 +6,7 @@
 //! Log lines written inside a span carry its `trace_id` and `span_id` fields (the stderr
 //! format prints the fields of the spans a line is in).
 
+use crate::jsonrpc::Pointer as _;
 use axum::http::HeaderMap;
 use opentelemetry::trace::{Status, TraceContextExt as _};
 use serde_json::Value;
@@ -69,7 +70,7 @@ fn span_name(method: &str, target: Option<&str>) -> String {
 
 fn target_of<'a>(method: &str, request: &'a Value) -> Option<&'a str> {
     matches!(method, "tools/call" | "prompts/get")
-        .then(|| request.pointer("/params/name")?.as_str())
+        .then(|| request.at("/params/name")?.as_str())
         .flatten()
 }
 

@@ -9,6 +9,7 @@
 //! legacy and the proxy falls back to `initialize`. The result is cached per upstream endpoint
 //! and learned again each time the shared upstream session is re-established (issue 13).
 
+use crate::jsonrpc::Pointer as _;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde_json::{Map, Value, json};
@@ -104,11 +105,11 @@ pub fn classify(response: Option<&Value>) -> Probe {
             None => without_common(supported),
         };
     }
-    let code = response.pointer("/error/code").and_then(Value::as_i64);
+    let code = response.at("/error/code").and_then(Value::as_i64);
     if !code.is_some_and(|code| MODERN_ERROR_CODES.contains(&code)) {
         return Probe::Legacy;
     }
-    let supported = strings(response.pointer("/error/data/supported"));
+    let supported = strings(response.at("/error/data/supported"));
     match common_version(&supported) {
         // A modern error despite a version the proxy speaks (a header it disliked, say): the
         // server is modern, and the proxy's own request is what it should have sent.
@@ -188,7 +189,7 @@ pub fn modern_capabilities(legacy: &Value) -> Value {
 /// `params` beyond `_meta` included, stays byte for byte; nothing is re-serialized when
 /// nothing changes (issue 12, item 6).
 pub fn fill_meta(body: &mut WireMessage, version: &str, hop: &ClientHop) {
-    let meta = body.pointer("/params/_meta").and_then(Value::as_object);
+    let meta = body.at("/params/_meta").and_then(Value::as_object);
     let has = |key: &str| meta.is_some_and(|m| m.contains_key(key));
     let version_right = meta
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
@@ -244,7 +245,7 @@ const CLIENT_HOP_KEYS: [&str; 4] = [
 /// Removes the client-hop `_meta` keys from a modern client's request before it goes to a
 /// legacy upstream. Only `params._meta` is re-serialized, and only when it held one of them.
 pub fn strip_client_hop(body: &mut WireMessage) {
-    let Some(meta) = body.pointer("/params/_meta").and_then(Value::as_object) else {
+    let Some(meta) = body.at("/params/_meta").and_then(Value::as_object) else {
         return;
     };
     if !CLIENT_HOP_KEYS.iter().any(|key| meta.contains_key(*key)) {

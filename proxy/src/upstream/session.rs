@@ -6,6 +6,7 @@
 //! "Transports: Streamable HTTP / Session Management"; MCP 2026-07-28 "Versioning" and
 //! "Discovery".
 
+use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -270,10 +271,7 @@ impl UpstreamSession {
             "protocolVersion": version,
             "capabilities": discover.get("capabilities").cloned().unwrap_or_else(|| json!({})),
         });
-        if let Some(info) = discover
-            .pointer("/_meta")
-            .and_then(|m| m.get(META_SERVER_INFO))
-        {
+        if let Some(info) = discover.at("/_meta").and_then(|m| m.get(META_SERVER_INFO)) {
             view["serverInfo"] = info.clone();
         }
         if let Some(instructions) = discover.get("instructions") {

@@ -2,6 +2,7 @@
 //! tools over that same session, holds it while it lives (liveness pings, a stdio child's exit,
 //! a loss reported by a caller), and opens the next one only after the loss.
 
+use crate::jsonrpc::Pointer as _;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -425,11 +426,11 @@ pub async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, Upstrea
             )));
         }
         let page = response
-            .pointer("/result/tools")
+            .at("/result/tools")
             .and_then(Value::as_array)
             .ok_or_else(|| UpstreamError::Malformed("tools/list result has no tools".into()))?;
         tools.extend(page.iter().cloned());
-        cursor = response.pointer("/result/nextCursor").cloned();
+        cursor = response.at("/result/nextCursor").cloned();
         if cursor.as_ref().is_none_or(Value::is_null) {
             return Ok(tools);
         }

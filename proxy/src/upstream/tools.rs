@@ -9,6 +9,7 @@
 //! tool (absent fields left out), sorted by name, so it does not depend on listing order or key
 //! order.
 
+use crate::jsonrpc::Pointer as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_crds::DriftPolicy;
@@ -163,7 +164,7 @@ impl Catalog {
 /// Whether a tool definition carries `annotations.readOnlyHint: true` (MCP 2025-06-18, "Tool
 /// annotations"); anything else counts as not read-only.
 pub fn is_read_only(tool: &Value) -> bool {
-    tool.pointer("/annotations/readOnlyHint") == Some(&Value::Bool(true))
+    tool.at("/annotations/readOnlyHint") == Some(&Value::Bool(true))
 }
 
 /// The reviewed part of one tool definition: its [`PINNED_FIELDS`] that are present, canonical

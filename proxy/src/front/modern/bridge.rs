@@ -6,6 +6,7 @@
 //! fields, removed for a legacy upstream, filled in for a modern one) is the call engine's, as
 //! it depends on the upstream that serves the call ([`crate::upstream::era`]).
 
+use crate::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
 use crate::front::era::META_SERVER_INFO;
@@ -36,18 +37,15 @@ pub fn shape_response(message: &mut WireMessage, method: &str, server_info: Opti
             message.insert_member(&["result"], "ttlMs", &json!(0));
         }
         if let Some(info) = server_info {
-            if message
-                .pointer("/result/_meta")
-                .is_some_and(Value::is_object)
-            {
+            if message.at("/result/_meta").is_some_and(Value::is_object) {
                 message.insert_member(&["result", "_meta"], META_SERVER_INFO, info);
-            } else if message.pointer("/result/_meta").is_none() {
+            } else if message.at("/result/_meta").is_none() {
                 message.insert_member(&["result"], "_meta", &json!({ META_SERVER_INFO: info }));
             }
         }
         message.insert_member(&["result"], "resultType", &json!("complete"));
     } else if method == "resources/read"
-        && message.pointer("/error/code").and_then(Value::as_i64) == Some(LEGACY_RESOURCE_NOT_FOUND)
+        && message.at("/error/code").and_then(Value::as_i64) == Some(LEGACY_RESOURCE_NOT_FOUND)
     {
         message.set(&["error", "code"], &json!(jsonrpc::INVALID_PARAMS));
     }

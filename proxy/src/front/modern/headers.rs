@@ -4,6 +4,7 @@
 //! ("Streamable HTTP", "Request Metadata" and "Server Validation"; "Basic", "Per-request
 //! protocol fields").
 
+use crate::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use serde_json::Value;
@@ -62,7 +63,7 @@ pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Re
             "params must be an object".to_owned(),
         ));
     }
-    let meta = body.pointer("/params/_meta");
+    let meta = body.at("/params/_meta");
     let requested = meta
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .map(|v| v.as_str().unwrap_or_default());
@@ -103,8 +104,8 @@ pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Re
         .unwrap_or_default();
     compare(headers, "mcp-method", "Mcp-Method", Some(method))?;
     let name = match method {
-        "tools/call" | "prompts/get" => Some(body.pointer("/params/name")),
-        "resources/read" => Some(body.pointer("/params/uri")),
+        "tools/call" | "prompts/get" => Some(body.at("/params/name")),
+        "resources/read" => Some(body.at("/params/uri")),
         _ => None,
     };
     if let Some(value) = name {
@@ -132,7 +133,7 @@ pub fn check_params(
     body: &WireMessage,
     declared: &[ParamHeader],
 ) -> Result<(), Refusal> {
-    let arguments = body.pointer("/params/arguments");
+    let arguments = body.at("/params/arguments");
     for param in declared {
         let value = param.value(arguments).filter(|v| !v.is_null());
         let raw = headers.get(param.header.as_str());

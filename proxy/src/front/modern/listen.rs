@@ -7,6 +7,7 @@
 //! with `_meta["io.modelcontextprotocol/subscriptionId"]` (the request's id), and ends the
 //! session when the client closes it. On shutdown the stream gets the graceful closing result.
 
+use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,7 +78,7 @@ impl Filter {
             Some("notifications/prompts/list_changed") => self.prompts,
             Some("notifications/resources/list_changed") => self.resources,
             Some("notifications/resources/updated") => message
-                .pointer("/params/uri")
+                .at("/params/uri")
                 .and_then(Value::as_str)
                 .is_some_and(|uri| self.uris.iter().any(|u| u == uri)),
             _ => false,
@@ -93,7 +94,7 @@ pub fn open(
     body: &Value,
     capabilities: &Value,
 ) -> Answer {
-    let filter = Filter::honored(body.pointer("/params/notifications"), capabilities);
+    let filter = Filter::honored(body.at("/params/notifications"), capabilities);
     proxy.sessions.register(Arc::clone(&session));
     let (mut server_messages, _) = session.open_standalone();
     if let Some(dedicated) = session.dedicated() {
@@ -175,15 +176,12 @@ fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
 /// upstream put there for the proxy's own listen stream.
 fn tag(message: &mut WireMessage, id: &Value) {
     if message
-        .pointer("/params/_meta")
+        .at("/params/_meta")
         .and_then(|meta| meta.get(SUBSCRIPTION_ID))
         .is_some()
     {
         message.set(&["params", "_meta", SUBSCRIPTION_ID], id);
-    } else if message
-        .pointer("/params/_meta")
-        .is_some_and(Value::is_object)
-    {
+    } else if message.at("/params/_meta").is_some_and(Value::is_object) {
         message.insert_member(&["params", "_meta"], SUBSCRIPTION_ID, id);
     } else if message.get("params").is_some_and(Value::is_object) {
         message.insert_member(&["params"], "_meta", &json!({ SUBSCRIPTION_ID: id }));

@@ -53,14 +53,24 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&proxy),
-            auth::require_auth,
-        ))
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&proxy),
-            origin::require_allowed_origin,
+            admit,
         ))
         .merge(auth::metadata_router(&proxy))
         .with_state(proxy)
+}
+
+/// Middleware on every method of `/mcp`: DNS rebinding protection ([`origin`]) first, then
+/// client authentication ([`auth`]). One layer for both: each `from_fn` layer clones and boxes
+/// the routes it wraps on every request (issue 14).
+async fn admit(
+    State(proxy): State<Arc<Proxy>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if let Some(refusal) = origin::refusal(&proxy, request.headers()) {
+        return refusal;
+    }
+    auth::require_auth(State(proxy), request, next).await
 }
 
 /// `HEAD /mcp` is not part of Streamable HTTP: 405, like any other method. Without this, axum

@@ -26,7 +26,7 @@ use crate::server::{LingerOnClose, Proxy};
 ///
 /// Cancellation safety: dropping the future drops the request; nothing else is held.
 pub(super) async fn read(proxy: &Proxy, request: Request) -> Result<(HeaderMap, Bytes), Response> {
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let linger = parts
         .extensions
         .get::<ConnectInfo<LingerOnClose>>()
@@ -53,7 +53,9 @@ pub(super) async fn read(proxy: &Proxy, request: Request) -> Result<(HeaderMap, 
             ),
         ));
     }
-    let headers = parts.headers.clone();
+    // Taken, not copied: reading the body needs the extensions (the body limit), not the
+    // headers.
+    let headers = std::mem::take(&mut parts.headers);
     match Bytes::from_request(Request::from_parts(parts, body), &()).await {
         Ok(body) => Ok((headers, body)),
         Err(rejection) => Err(refuse(

@@ -9,11 +9,7 @@
 //! Behind Berth the upstream's own check sees the proxy's `Host`, so the proxy is where this
 //! must hold.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -21,18 +17,15 @@ use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::server::Proxy;
 
-/// Middleware: lets the request through when its `Origin` and `Host` are allowed.
-pub async fn require_allowed_origin(
-    State(proxy): State<Arc<Proxy>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it
+/// through. Run first by the front's middleware ([`super::admit`]).
+pub(super) fn refusal(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
     let policy = &proxy.request_origin;
-    let headers = request.headers();
+    // Borrowed unless not UTF-8: most requests are let through.
     let text = |name| {
         headers
             .get(name)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
     };
     let origin = text(header::ORIGIN)
         .filter(|o| !policy.allows_origin(o))
@@ -52,9 +45,7 @@ pub async fn require_allowed_origin(
                 ("host", message)
             })
     });
-    let Some((reason, message)) = refusal else {
-        return next.run(request).await;
-    };
+    let (reason, message) = refusal?;
     proxy
         .metrics
         .invalid_messages
@@ -68,4 +59,5 @@ pub async fn require_allowed_origin(
         &message,
     )
     .into_response()
+    .into()
 }

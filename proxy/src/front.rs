@@ -303,34 +303,35 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
-            .map(str::to_ascii_lowercase)
+            .map(str::as_bytes)
     };
-    let (status, reason, message) =
-        if value("content-type").is_some_and(|t| !t.starts_with("application/json")) {
-            (
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "content_type",
-                "Content-Type must be application/json",
-            )
-        } else if value("accept").is_some_and(|accept| {
-            ![
-                "application/json",
-                "text/event-stream",
-                "*/*",
-                "application/*",
-                "text/*",
-            ]
-            .iter()
-            .any(|kind| accept.contains(kind))
-        }) {
-            (
-                StatusCode::NOT_ACCEPTABLE,
-                "accept",
-                "Accept must include application/json and text/event-stream",
-            )
-        } else {
-            return None;
-        };
+    let (status, reason, message) = if value("content-type")
+        .is_some_and(|t| !starts_with_ignoring_case(t, b"application/json"))
+    {
+        (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content_type",
+            "Content-Type must be application/json",
+        )
+    } else if value("accept").is_some_and(|accept| {
+        ![
+            "application/json",
+            "text/event-stream",
+            "*/*",
+            "application/*",
+            "text/*",
+        ]
+        .iter()
+        .any(|kind| contains_ignoring_case(accept, kind.as_bytes()))
+    }) {
+        (
+            StatusCode::NOT_ACCEPTABLE,
+            "accept",
+            "Accept must include application/json and text/event-stream",
+        )
+    } else {
+        return None;
+    };
     Some(refused(
         proxy,
         reason,
@@ -381,11 +382,23 @@ fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option
 /// one naming `text/event-stream`, `text/*` or `*/*`.
 pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
     headers.get("accept").is_none_or(|accept| {
-        let accept = String::from_utf8_lossy(accept.as_bytes()).to_ascii_lowercase();
         ["text/event-stream", "text/*", "*/*"]
             .iter()
-            .any(|kind| accept.contains(kind))
+            .any(|kind| contains_ignoring_case(accept.as_bytes(), kind.as_bytes()))
     })
+}
+
+/// Whether `text` begins with `prefix`, ASCII letters compared without case (header values
+/// are read as they came, with no lowercased copy per request).
+fn starts_with_ignoring_case(text: &[u8], prefix: &[u8]) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
+}
+
+/// Whether `text` contains `part`, ASCII letters compared without case.
+fn contains_ignoring_case(text: &[u8], part: &[u8]) -> bool {
+    text.windows(part.len())
+        .any(|window| window.eq_ignore_ascii_case(part))
 }
 
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string

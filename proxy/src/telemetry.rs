@@ -19,24 +19,9 @@ mod context;
 mod export;
 mod setup;
 pub mod spans;
-
-use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+mod state;
 
 pub use context::{parent_of, traceparent_header, with_trace_context};
 pub use export::SpanCounters;
 pub use setup::{Settings, SettingsError, Telemetry, init};
-
-static ENABLED: AtomicBool = AtomicBool::new(false);
-
-/// True once [`init`] has turned traces on.
-pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
-/// The span export counters, registered in every proxy's metrics registry (zero while traces
-/// are off).
-pub fn counters() -> &'static SpanCounters {
-    static COUNTERS: OnceLock<SpanCounters> = OnceLock::new();
-    COUNTERS.get_or_init(SpanCounters::new)
-}
+pub use state::{counters, enabled};

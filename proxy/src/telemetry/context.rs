@@ -59,7 +59,7 @@ pub fn parent_of(headers: &HeaderMap, request: &Value) -> Option<Context> {
 /// are off or no span is current.
 fn current() -> HashMap<String, String> {
     let mut carrier = HashMap::new();
-    if !super::enabled() {
+    if !super::state::enabled() {
         return carrier;
     }
     let context = tracing::Span::current().context();
@@ -88,7 +88,7 @@ pub fn traceparent_header() -> Vec<(HeaderName, HeaderValue)> {
 /// parent), every other byte unchanged; `None` (send the message as it is) when traces are off,
 /// no span is current, or the message is not a request with object `params`.
 pub fn with_trace_context(message: &WireMessage) -> Option<WireMessage> {
-    if !super::enabled() || message.get("method").is_none() || message.get("id").is_none() {
+    if !super::state::enabled() || message.get("method").is_none() || message.get("id").is_none() {
         return None;
     }
     let carrier = current();

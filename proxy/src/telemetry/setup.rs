@@ -142,7 +142,7 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
         tracing_subscriber::registry().with(logs).init();
         return Ok(Telemetry { provider: None });
     }
-    let counters = super::counters().clone();
+    let counters = super::state::counters().clone();
     let waiting = Waiting::default();
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
@@ -183,7 +183,7 @@ pub fn init(settings: &Settings) -> anyhow::Result<Telemetry> {
                 .with_target("berth_proxy", tracing::Level::INFO),
         );
     tracing_subscriber::registry().with(logs).with(spans).init();
-    super::ENABLED.store(true, std::sync::atomic::Ordering::Relaxed);
+    super::state::enable();
     Ok(Telemetry {
         provider: Some(provider),
     })

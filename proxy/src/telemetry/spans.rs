@@ -104,7 +104,7 @@ fn ids_for_logs(span: &Span) {
 /// The server span of one downstream JSON-RPC request (its POST's `headers`), child of the
 /// client's trace context when it sent one ([`super::parent_of`]).
 pub fn server(headers: &HeaderMap, request: &Value, id: &Value) -> Span {
-    if !super::enabled() {
+    if !super::state::enabled() {
         return Span::none();
     }
     let parent = super::parent_of(headers, request);
@@ -141,7 +141,7 @@ fn request_id(id: &Value) -> String {
 /// The client span of one exchange with the upstream for the current request (`attempt` 1, or
 /// 2 for the replay on a new session), child of the current span.
 pub fn client(method: &str, tool: Option<&str>, upstream_id: u64, attempt: u32) -> Span {
-    if !super::enabled() {
+    if !super::state::enabled() {
         return Span::none();
     }
     let span = tracing::info_span!(
@@ -163,7 +163,7 @@ pub fn client(method: &str, tool: Option<&str>, upstream_id: u64, attempt: u32) 
 
 /// The span of one of the proxy's own steps ([`Step`]), child of the current span.
 pub fn step(step: Step) -> Span {
-    if !super::enabled() {
+    if !super::state::enabled() {
         return Span::none();
     }
     let span = tracing::info_span!(

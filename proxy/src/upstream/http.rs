@@ -196,16 +196,21 @@ impl HttpUpstream {
             .get(PROTOCOL_VERSION_HEADER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        // Names and constant values are static: no copy of them per request.
+        let mut headers = headers;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if let Some(value) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
+            headers.insert(SESSION_HEADER, value);
+        }
         let mut request = self
             .client
             .post(self.url.clone())
             .headers(headers)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
             .body(message.text().to_owned());
-        if let Some(session) = session {
-            request = request.header(SESSION_HEADER, session);
-        }
         // The current span is the upstream's parent (W3C Trace Context; issue 16).
         for (name, value) in crate::telemetry::traceparent_header() {
             request = request.header(name, value);
@@ -235,13 +240,14 @@ impl HttpUpstream {
         if status == reqwest::StatusCode::ACCEPTED {
             return Ok((Reply::Accepted, session_id));
         }
-        let content_type = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") {
+        let content_type = || {
+            response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+        };
+        if starts_with_ignoring_case(content_type(), "text/event-stream") {
             let stream = super::resume::call_stream(
                 self.clone(),
                 session.map(str::to_owned),
@@ -249,14 +255,15 @@ impl HttpUpstream {
                 response,
             );
             Ok((Reply::Stream(stream), session_id))
-        } else if content_type.starts_with("application/json") {
+        } else if starts_with_ignoring_case(content_type(), "application/json") {
             let bytes = response.bytes().await.map_err(UpstreamError::Read)?;
             let value = WireMessage::parse(&bytes)
                 .map_err(|e| UpstreamError::Malformed(format!("invalid JSON body: {e}")))?;
             Ok((Reply::Json(value), session_id))
         } else {
             Err(UpstreamError::Malformed(format!(
-                "unexpected content type {content_type:?}"
+                "unexpected content type {:?}",
+                content_type().to_ascii_lowercase()
             )))
         }
     }
@@ -351,6 +358,18 @@ impl HttpUpstream {
     }
 }
 
+/// A call's SSE stream is re-opened with [`HttpUpstream::get_response`].
+impl super::resume::Reopen for HttpUpstream {
+    fn reopen<'a>(
+        &'a self,
+        session: &'a str,
+        protocol_version: &'a str,
+        last_event_id: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<reqwest::Response>, UpstreamError>> {
+        Box::pin(self.get_response(session, protocol_version, Some(last_event_id)))
+    }
+}
+
 /// `MCP-Protocol-Version` when a version was negotiated: on every request after `initialize`,
 /// with or without a session (a server without sessions needs it as much).
 fn headers(protocol_version: Option<&str>) -> HeaderMap {
@@ -359,6 +378,13 @@ fn headers(protocol_version: Option<&str>) -> HeaderMap {
         headers.insert(PROTOCOL_VERSION_HEADER, value);
     }
     headers
+}
+
+/// Whether `text` begins with `prefix`, ASCII letters compared without case (media types are
+/// case-insensitive; RFC 9110 section 8.3.1).
+fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
+    text.get(..prefix.len())
+        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
 async fn error_body(response: reqwest::Response) -> String {

@@ -11,12 +11,28 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use sse_stream::SseByteStream;
 
 use super::UpstreamError;
-use super::http::HttpUpstream;
 use crate::jsonrpc::WireMessage;
+
+/// How a call's stream is re-opened: `GET` on the session with `Last-Event-ID` (the HTTP
+/// upstream implements it), `Ok(None)` when the upstream offers no stream. Passed in, so this
+/// module uses no transport above it.
+pub(super) trait Reopen: Send + Sync + 'static {
+    /// The re-opened stream's response.
+    ///
+    /// # Errors
+    /// As the transport's `GET`.
+    fn reopen<'a>(
+        &'a self,
+        session: &'a str,
+        protocol_version: &'a str,
+        last_event_id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<reqwest::Response>, UpstreamError>>;
+}
 
 /// Most resumptions of one call's stream (each needs an event id the upstream sent since the
 /// previous one, so a server that never makes progress is not polled forever).
@@ -29,7 +45,7 @@ const MAX_RETRY: Duration = Duration::from_secs(10);
 type Events = BoxStream<'static, Result<sse_stream::Sse, String>>;
 
 struct State {
-    http: HttpUpstream,
+    http: Box<dyn Reopen>,
     session: Option<String>,
     protocol_version: Option<String>,
     events: Option<Events>,
@@ -46,13 +62,13 @@ struct State {
 /// ids and the call is on a session. Events without data are skipped; an event whose data is
 /// not JSON ends the stream with [`UpstreamError::Malformed`].
 pub(super) fn call_stream(
-    http: HttpUpstream,
+    http: impl Reopen,
     session: Option<String>,
     protocol_version: Option<String>,
     response: reqwest::Response,
 ) -> BoxStream<'static, Result<WireMessage, UpstreamError>> {
     let state = State {
-        http,
+        http: Box::new(http),
         session,
         protocol_version,
         events: Some(events(response)),
@@ -125,11 +141,7 @@ async fn resume(state: &mut State) -> bool {
     state.progressed = false;
     tokio::time::sleep(state.retry).await;
     let version = state.protocol_version.as_deref().unwrap_or_default();
-    match state
-        .http
-        .get_response(session, version, Some(last_id))
-        .await
-    {
+    match state.http.reopen(session, version, last_id).await {
         Ok(Some(response)) => {
             tracing::debug!(last_event_id = %last_id, "resumed a call's SSE stream with GET");
             state.events = Some(events(response));

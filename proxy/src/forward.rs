@@ -11,6 +11,7 @@
 mod input_required;
 mod legacy_over_modern;
 pub mod parked;
+mod refusal;
 mod relay;
 
 use crate::jsonrpc::Pointer as _;
@@ -37,6 +38,7 @@ use crate::telemetry::spans;
 use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
+use refusal::Refusal;
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;
@@ -281,7 +283,7 @@ pub async fn request(
     session: Arc<DownstreamSession>,
     id: Value,
     method: String,
-    mut body: WireMessage,
+    body: WireMessage,
     json_only: bool,
     caller: Option<Arc<Principal>>,
 ) -> Answer {
@@ -312,40 +314,19 @@ pub async fn request(
         facts: facts.as_ref(),
         span: &span,
     };
-    // A call whose tool cannot be named cannot be checked against any rule: refused, never
-    // forwarded.
-    if method == "tools/call" && tool.is_none() {
-        ending.record(Outcome::Rejected);
-        return Answer::error_with_data(
-            StatusCode::OK,
-            &id,
-            jsonrpc::INVALID_PARAMS,
-            "tools/call needs params.name, the tool's name as a string",
-            json!({ "outcome": Outcome::Rejected.as_label() }),
-        );
-    }
-    if session.dedicated().is_none()
-        && let Some((code, message)) = crate::tasks::refusal(&method, &body)
-    {
-        ending.record(Outcome::Rejected);
-        return Answer::error_with_data(
-            StatusCode::OK,
-            &id,
-            code,
-            message,
-            json!({ "outcome": Outcome::Rejected.as_label() }),
-        );
+    if let Err(refusal) = refusal::shape(&method, tool.as_deref(), &session, &body) {
+        return refusal.answer(&ending, &id);
     }
     let in_flight = match session.begin(&id) {
         Ok(in_flight) => in_flight,
         Err(duplicate) => {
-            ending.record(Outcome::Rejected);
-            return Answer::error(
-                StatusCode::BAD_REQUEST,
-                &id,
+            return Refusal::new(
+                Outcome::Rejected,
                 jsonrpc::INVALID_REQUEST,
-                &duplicate.to_string(),
-            );
+                duplicate.to_string(),
+            )
+            .plain(StatusCode::BAD_REQUEST)
+            .answer(&ending, &id);
         }
     };
     if session.is_modern()
@@ -370,90 +351,23 @@ pub async fn request(
     };
     let Some(upstream) = upstream else {
         session.finish(&id);
-        ending.record(Outcome::UpstreamUnavailable);
         // No upstream session: this downstream session cannot be served; end it so the client
         // starts over instead of collecting errors on a half-alive session (field case BR-04).
         proxy.end_session(session.id());
-        return Answer::error_with_data(
-            StatusCode::OK,
-            &id,
+        return Refusal::new(
+            Outcome::UpstreamUnavailable,
             jsonrpc::UPSTREAM_UNAVAILABLE,
             "upstream MCP server is unavailable",
-            json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
-        );
+        )
+        .with("retryable", json!(true))
+        .answer(&ending, &id);
     };
     if let Some(tool) = &tool {
         // PerCall policy: list over the same session first.
         proxy.upstream.probe_before_call(&upstream).await;
-        // A tool the policy hides is absent for clients, whatever the upstream offers.
-        if !proxy.upstream.exposes(tool) {
+        if let Err(refusal) = refusal::tool_rules(&proxy, tool, caller.as_deref(), &session) {
             session.finish(&id);
-            ending.record(Outcome::Rejected);
-            return Answer::error_with_data(
-                StatusCode::OK,
-                &id,
-                jsonrpc::INVALID_PARAMS,
-                &format!(
-                    "tool {tool:?} is not exposed by this proxy (tools.allow / tools.readOnly)"
-                ),
-                json!({ "outcome": Outcome::Rejected.as_label(), "tool": tool }),
-            );
-        }
-        // A tool the caller's grants do not name is refused for this caller only.
-        if let Some(grants) = &proxy.tool_grants
-            && !grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
-        {
-            session.finish(&id);
-            ending.record(Outcome::Denied);
-            tracing::info!(
-                mcp.session_id = session.id(),
-                tool = %tool,
-                subject = caller.as_ref().and_then(|c| c.subject.as_deref()).unwrap_or_default(),
-                "tools/call denied: no grant for this caller (tools.grants)"
-            );
-            return Answer::error_with_data(
-                StatusCode::OK,
-                &id,
-                jsonrpc::INVALID_PARAMS,
-                &format!("tool {tool:?} is not granted to this caller (tools.grants)"),
-                json!({ "outcome": Outcome::Denied.as_label(), "tool": tool }),
-            );
-        }
-        // A caller over a rate limit for the tool waits, told for how long.
-        if let Some(limits) = &proxy.rate_limits
-            && let Err(wait) = limits.admit(caller.as_deref(), tool, proxy.upstream.lists(tool))
-        {
-            session.finish(&id);
-            ending.record(Outcome::RateLimited);
-            let retry_after_secs = crate::rate_limits::retry_after_secs(wait);
-            let body = jsonrpc::error_response(
-                &id,
-                jsonrpc::RATE_LIMITED,
-                &format!(
-                    "rate limit for tool {tool:?} reached (tools.rateLimits); retry in {retry_after_secs} s"
-                ),
-                Some(json!({
-                    "outcome": Outcome::RateLimited.as_label(),
-                    "tool": tool,
-                    "retryAfterSeconds": retry_after_secs,
-                })),
-            );
-            return Answer::TooManyRequests {
-                body: body.into(),
-                retry_after_secs,
-            };
-        }
-        // A drifted tool is blocked.
-        if proxy.upstream.is_drifted(tool) {
-            session.finish(&id);
-            ending.record(Outcome::DriftBlocked);
-            return Answer::error_with_data(
-                StatusCode::OK,
-                &id,
-                jsonrpc::DRIFT_BLOCKED,
-                "tool changed or disappeared upstream since it was reviewed; calls are blocked",
-                json!({ "outcome": Outcome::DriftBlocked.as_label(), "tool": tool }),
-            );
+            return refusal.answer(&ending, &id);
         }
     }
     if upstream.era() == UpstreamEra::Modern
@@ -461,24 +375,15 @@ pub async fn request(
         && let Some(local) = legacy_over_modern::answer(&session, &method, &body)
     {
         session.finish(&id);
-        let (outcome, answer) = match local {
-            legacy_over_modern::Local::Result(result) => (
-                Outcome::Ok,
-                Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": result })),
-            ),
-            legacy_over_modern::Local::Refused(code, message) => (
-                Outcome::Rejected,
-                Answer::error_with_data(
-                    StatusCode::OK,
-                    &id,
-                    code,
-                    &message,
-                    json!({ "outcome": Outcome::Rejected.as_label() }),
-                ),
-            ),
+        return match local {
+            legacy_over_modern::Local::Result(result) => {
+                ending.record(Outcome::Ok);
+                Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
+            }
+            legacy_over_modern::Local::Refused(code, message) => {
+                Refusal::new(Outcome::Rejected, code, message).answer(&ending, &id)
+            }
         };
-        ending.record(outcome);
-        return answer;
     }
     if let Some(answer) =
         crate::subscriptions::local_answer(&proxy, &session, &upstream, &id, &method, &body)
@@ -490,7 +395,7 @@ pub async fn request(
     let progress_token = body.at("/params/_meta/progressToken").cloned();
     let retry_body =
         input_required::retry_body(&method, upstream.era(), session.is_modern(), &body);
-    let mut call = Call {
+    let call = Call {
         proxy: Arc::clone(&proxy),
         session,
         upstream,
@@ -509,6 +414,18 @@ pub async fn request(
         span,
         attempt: Span::none(),
     };
+    exchange(call, body, in_flight.cancelled, deadline).await
+}
+
+/// Sends the request upstream and answers with the reply; a request the upstream refused for
+/// an unknown session provably never ran and is replayed once on the next session ([`recover`]);
+/// every other failure ends the call with its outcome.
+async fn exchange(
+    mut call: Call,
+    mut body: WireMessage,
+    cancelled: tokio_util::sync::CancellationToken,
+    deadline: tokio::time::Instant,
+) -> Answer {
     let mut replayed = false;
     loop {
         call.upstream_id = call.upstream.next_request_id();
@@ -523,7 +440,7 @@ pub async fn request(
         let late = call.upstream.expect_response(call.upstream_id);
         rewrite(&mut body, &call);
         let sent = tokio::select! {
-            () = in_flight.cancelled.cancelled() => None,
+            () = cancelled.cancelled() => None,
             sent = tokio::time::timeout_at(
                 deadline,
                 call.upstream
@@ -548,7 +465,7 @@ pub async fn request(
                 let reinitialize = spans::step(spans::Step::Reinitialize);
                 match recover(&call, deadline).instrument(reinitialize).await {
                     Some(next) => {
-                        proxy.metrics.replays.inc();
+                        call.proxy.metrics.replays.inc();
                         call.upstream = next;
                         continue;
                     }
@@ -559,32 +476,41 @@ pub async fn request(
             Some(Ok(Err(error))) => return upstream_failure(call, &error),
             Some(Ok(Ok(reply))) => reply,
         };
-        return match reply {
-            // An input request for a legacy client: asked on a stream, like a server request.
-            Reply::Json(response) if input_required::bridges(&call, &response) => {
-                let stream = futures::stream::once(async { Ok(response) }).boxed();
-                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
-            }
-            Reply::Json(response) => {
-                let outcome = Outcome::of_response(&response);
-                let response = call.finalize(response);
-                call.finish(outcome);
-                Answer::ok(response)
-            }
-            // A bodiless 202 for a request: the response can only come on the standalone
-            // stream, so it is awaited like a stream that ended without it.
-            Reply::Accepted if !call.upstream.standalone_open() => {
-                let error = UpstreamError::Malformed("request answered with 202".into());
-                upstream_failure(call, &error)
-            }
-            Reply::Accepted => {
-                let stream = futures::stream::empty().boxed();
-                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
-            }
-            Reply::Stream(stream) => {
-                relay_reply(call, stream, late, deadline, in_flight.cancelled).await
-            }
-        };
+        return answer_reply(call, reply, late, deadline, cancelled).await;
+    }
+}
+
+/// The client's answer to the upstream's `reply`: JSON at once, or relayed as a stream.
+async fn answer_reply(
+    call: Call,
+    reply: Reply,
+    late: LateResponse,
+    deadline: tokio::time::Instant,
+    cancelled: tokio_util::sync::CancellationToken,
+) -> Answer {
+    match reply {
+        // An input request for a legacy client: asked on a stream, like a server request.
+        Reply::Json(response) if input_required::bridges(&call, &response) => {
+            let stream = futures::stream::once(async { Ok(response) }).boxed();
+            relay_reply(call, stream, late, deadline, cancelled).await
+        }
+        Reply::Json(response) => {
+            let outcome = Outcome::of_response(&response);
+            let response = call.finalize(response);
+            call.finish(outcome);
+            Answer::ok(response)
+        }
+        // A bodiless 202 for a request: the response can only come on the standalone
+        // stream, so it is awaited like a stream that ended without it.
+        Reply::Accepted if !call.upstream.standalone_open() => {
+            let error = UpstreamError::Malformed("request answered with 202".into());
+            upstream_failure(call, &error)
+        }
+        Reply::Accepted => {
+            let stream = futures::stream::empty().boxed();
+            relay_reply(call, stream, late, deadline, cancelled).await
+        }
+        Reply::Stream(stream) => relay_reply(call, stream, late, deadline, cancelled).await,
     }
 }
 

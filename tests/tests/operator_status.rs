@@ -13,12 +13,12 @@
 use std::time::{Duration, Instant};
 
 use berth_crds::{McpUpstream, ProxyConfig};
+use berth_operator::status::current_condition;
 use berth_proxy::RunningProxy;
 use berth_tests::cluster::operator::{Operator, eventually_pod, play_kubelet, settings};
 use berth_tests::cluster::{TestNamespace, client, ensure_crd};
 use berth_tests::{peers, wait_for};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
 
@@ -56,17 +56,8 @@ async fn admin_listener() -> (TcpListener, u16) {
     (listener, port)
 }
 
-fn condition<'a>(upstream: &'a McpUpstream, type_: &str) -> Option<&'a Condition> {
-    upstream
-        .status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-}
-
 fn has(upstream: &McpUpstream, type_: &str, status: &str, reason: &str) -> bool {
-    condition(upstream, type_).is_some_and(|c| c.status == status && c.reason == reason)
+    current_condition(upstream, type_).is_some_and(|c| c.status == status && c.reason == reason)
 }
 
 async fn eventually(
@@ -149,7 +140,7 @@ async fn tools_allow_naming_a_tool_the_upstream_lacks_is_tools_discovered_false_
         has(u, "ToolsDiscovered", "False", "AllowedToolMissing")
     })
     .await;
-    let tools = condition(&upstream, "ToolsDiscovered").expect("ToolsDiscovered");
+    let tools = current_condition(&upstream, "ToolsDiscovered").expect("ToolsDiscovered");
     assert!(tools.message.contains("no-such-tool"), "{tools:?}");
     assert!(
         !tools.message.contains("echo"),
@@ -164,7 +155,7 @@ async fn tools_allow_naming_a_tool_the_upstream_lacks_is_tools_discovered_false_
         has(&upstream, "Degraded", "True", "AllowedToolMissing"),
         "{status:?}"
     );
-    let upstream_ready = condition(&upstream, "UpstreamReady").expect("UpstreamReady");
+    let upstream_ready = current_condition(&upstream, "UpstreamReady").expect("UpstreamReady");
     assert_eq!(upstream_ready.status, "False");
     assert!(
         upstream_ready
@@ -310,7 +301,9 @@ async fn invalid_spec_is_ready_false_with_one_warning_event_and_no_hot_loop() {
     })
     .await;
     assert!(has(&upstream, "Degraded", "True", "InvalidSpec"));
-    let message = &condition(&upstream, "Ready").expect("Ready").message;
+    let message = &current_condition(&upstream, "Ready")
+        .expect("Ready")
+        .message;
     assert!(message.starts_with("metadata.name: "), "{message}");
     eventually_event(&ns, name, "InvalidSpec").await;
 
@@ -347,7 +340,8 @@ async fn invalid_spec_is_ready_false_with_one_warning_event_and_no_hot_loop() {
         .await
         .expect("edited");
     eventually(&ns, name, "the new generation observed", DEADLINE, |u| {
-        condition(u, "Ready").is_some_and(|c| c.observed_generation == u.metadata.generation)
+        current_condition(u, "Ready")
+            .is_some_and(|c| c.observed_generation == u.metadata.generation)
     })
     .await;
     operator.stop().await.expect("operator stops");
@@ -502,7 +496,7 @@ async fn br_34_stdio_child_crash_loop_is_ready_false_with_reason_last_stderr_and
         |u| has(u, "Ready", "False", "UpstreamCrashLooping"),
     )
     .await;
-    let ready = condition(&crashy, "Ready").expect("Ready");
+    let ready = current_condition(&crashy, "Ready").expect("Ready");
     assert!(
         ready.message.contains("no database URL provided") && ready.message.contains("restarts"),
         "last stderr line and restart count: {ready:?}"

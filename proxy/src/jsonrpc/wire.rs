@@ -140,19 +140,11 @@ impl WireMessage {
         let Some(range) = span(self.text(), path) else {
             return false;
         };
-        let mut target = self.view();
-        for step in path {
-            match target.get(*step) {
-                Some(next) => target = next,
-                None => return false,
-            }
-        }
-        let Some(object) = target.as_object() else {
-            return false;
-        };
-        if object.contains_key(key) || !self.text()[range.clone()].starts_with('{') {
+        if !self.text()[range.clone()].starts_with('{') {
             return false;
         }
+        // A shared message is copied here even when the member turns out to be present: this
+        // rewrite is rare (a modern result for a legacy peer).
         let inner = Arc::make_mut(&mut self.inner);
         let mut target = &mut inner.view;
         for step in path {
@@ -161,7 +153,7 @@ impl WireMessage {
                 None => return false,
             }
         }
-        let Some(object) = target.as_object_mut() else {
+        let Some(object) = target.as_object_mut().filter(|o| !o.contains_key(key)) else {
             return false;
         };
         let empty = object.is_empty();

@@ -243,6 +243,31 @@ fn keep_private(message: &mut WireMessage) {
     }
 }
 
+/// A request the proxy answers itself: its outcome recorded once, then its answer under `id`.
+fn refuse(ending: &Ending<'_>, id: &Value, refusal: Refusal) -> Answer {
+    ending.record(refusal.outcome());
+    refusal.into_answer(id)
+}
+
+/// The tool rules read the shared upstream's catalogue.
+impl refusal::Catalogue for crate::upstream::Upstream {
+    fn exposes(&self, tool: &str) -> bool {
+        self.exposes(tool)
+    }
+
+    fn is_read_only(&self, tool: &str) -> bool {
+        self.is_read_only(tool)
+    }
+
+    fn lists(&self, tool: &str) -> bool {
+        self.lists(tool)
+    }
+
+    fn is_drifted(&self, tool: &str) -> bool {
+        self.is_drifted(tool)
+    }
+}
+
 fn progress_token_for(upstream_id: u64) -> Value {
     json!(format!("berth-{upstream_id}"))
 }
@@ -314,19 +339,20 @@ pub async fn request(
         facts: facts.as_ref(),
         span: &span,
     };
-    if let Err(refusal) = refusal::shape(&method, tool.as_deref(), &session, &body) {
-        return refusal.answer(&ending, &id);
+    let shared = session.dedicated().is_none();
+    if let Err(refusal) = refusal::shape(&method, tool.as_deref(), shared, &body) {
+        return refuse(&ending, &id, refusal);
     }
     let in_flight = match session.begin(&id) {
         Ok(in_flight) => in_flight,
         Err(duplicate) => {
-            return Refusal::new(
+            let refusal = Refusal::new(
                 Outcome::Rejected,
                 jsonrpc::INVALID_REQUEST,
                 duplicate.to_string(),
             )
-            .plain(StatusCode::BAD_REQUEST)
-            .answer(&ending, &id);
+            .plain(StatusCode::BAD_REQUEST);
+            return refuse(&ending, &id, refusal);
         }
     };
     if session.is_modern()
@@ -354,20 +380,31 @@ pub async fn request(
         // No upstream session: this downstream session cannot be served; end it so the client
         // starts over instead of collecting errors on a half-alive session (field case BR-04).
         proxy.end_session(session.id());
-        return Refusal::new(
+        let refusal = Refusal::new(
             Outcome::UpstreamUnavailable,
             jsonrpc::UPSTREAM_UNAVAILABLE,
             "upstream MCP server is unavailable",
         )
-        .with("retryable", json!(true))
-        .answer(&ending, &id);
+        .with("retryable", json!(true));
+        return refuse(&ending, &id, refusal);
     };
     if let Some(tool) = &tool {
         // PerCall policy: list over the same session first.
         proxy.upstream.probe_before_call(&upstream).await;
-        if let Err(refusal) = refusal::tool_rules(&proxy, tool, caller.as_deref(), &session) {
+        let rules = refusal::ToolRules {
+            grants: proxy.tool_grants.as_ref(),
+            rate_limits: proxy.rate_limits.as_ref(),
+        };
+        let checked = refusal::tool_rules(
+            proxy.upstream.as_ref(),
+            &rules,
+            tool,
+            caller.as_deref(),
+            session.id(),
+        );
+        if let Err(refusal) = checked {
             session.finish(&id);
-            return refusal.answer(&ending, &id);
+            return refuse(&ending, &id, refusal);
         }
     }
     if upstream.era() == UpstreamEra::Modern
@@ -381,7 +418,7 @@ pub async fn request(
                 Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
             }
             legacy_over_modern::Local::Refused(code, message) => {
-                Refusal::new(Outcome::Rejected, code, message).answer(&ending, &id)
+                refuse(&ending, &id, Refusal::new(Outcome::Rejected, code, message))
             }
         };
     }

@@ -5,18 +5,36 @@
 //! and a JSON-RPC error under the client's id whose `error.data.outcome` names it.
 //!
 //! Not responsible for: what happens to a request that passes (the call loop in
-//! [`super::request`]).
+//! [`super::request`]). Uses only the layers below the call engine (the wire format, answers,
+//! the policies); what it needs of the upstream's catalogue is passed in ([`Catalogue`]).
 
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
-use super::Ending;
 use crate::answer::Answer;
 use crate::auth::Principal;
+use crate::auth::grants::Grants;
 use crate::jsonrpc::{self, WireMessage};
 use crate::outcome::Outcome;
-use crate::server::Proxy;
-use crate::sessions::DownstreamSession;
+use crate::rate_limits::RateLimits;
+
+/// What the tool rules read of the upstream's tool catalogue.
+pub(super) trait Catalogue {
+    /// The policy (`tools.allow` / `tools.readOnly`) lets clients see `tool`.
+    fn exposes(&self, tool: &str) -> bool;
+    /// The listing marks `tool` read-only.
+    fn is_read_only(&self, tool: &str) -> bool;
+    /// The listing names `tool`.
+    fn lists(&self, tool: &str) -> bool;
+    /// `tool` drifted from its baseline and calls to it are blocked.
+    fn is_drifted(&self, tool: &str) -> bool;
+}
+
+/// The tool rules' settings (`tools.grants`, `tools.rateLimits`); `None` when not configured.
+pub(super) struct ToolRules<'a> {
+    pub grants: Option<&'a Grants>,
+    pub rate_limits: Option<&'a RateLimits>,
+}
 
 /// A request the proxy answers itself, with the outcome it is counted as.
 pub(super) struct Refusal {
@@ -60,9 +78,14 @@ impl Refusal {
         self
     }
 
-    /// Records the outcome (once, through `ending`) and builds the client's answer under `id`.
-    pub(super) fn answer(self, ending: &Ending<'_>, id: &Value) -> Answer {
-        ending.record(self.outcome);
+    /// The outcome the refusal is counted as.
+    pub(super) fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// The client's answer under `id` (the caller records [`Self::outcome`] first:
+    /// `forward::refuse`).
+    pub(super) fn into_answer(self, id: &Value) -> Answer {
         let body =
             jsonrpc::error_response(id, self.code, &self.message, self.data.map(Value::Object));
         match self.retry_after_secs {
@@ -85,10 +108,11 @@ impl Refusal {
 ///
 /// # Errors
 /// The [`Refusal`], outcome `rejected`.
+/// `shared`: the request goes over the shared upstream session (not a dedicated one).
 pub(super) fn shape(
     method: &str,
     tool: Option<&str>,
-    session: &DownstreamSession,
+    shared: bool,
     body: &WireMessage,
 ) -> Result<(), Refusal> {
     if method == "tools/call" && tool.is_none() {
@@ -98,9 +122,7 @@ pub(super) fn shape(
             "tools/call needs params.name, the tool's name as a string",
         ));
     }
-    if session.dedicated().is_none()
-        && let Some((code, message)) = crate::tasks::refusal(method, body)
-    {
+    if shared && let Some((code, message)) = crate::tasks::refusal(method, body) {
         return Err(Refusal::new(Outcome::Rejected, code, message));
     }
     Ok(())
@@ -113,13 +135,15 @@ pub(super) fn shape(
 ///
 /// # Errors
 /// The [`Refusal`]: outcome `rejected`, `denied`, `rate_limited` or `drift_blocked`.
+/// `session_id` names the downstream session in the log line of a denial.
 pub(super) fn tool_rules(
-    proxy: &Proxy,
+    catalogue: &impl Catalogue,
+    rules: &ToolRules<'_>,
     tool: &str,
     caller: Option<&Principal>,
-    session: &DownstreamSession,
+    session_id: &str,
 ) -> Result<(), Refusal> {
-    if !proxy.upstream.exposes(tool) {
+    if !catalogue.exposes(tool) {
         return Err(Refusal::new(
             Outcome::Rejected,
             jsonrpc::INVALID_PARAMS,
@@ -127,11 +151,11 @@ pub(super) fn tool_rules(
         )
         .with("tool", json!(tool)));
     }
-    if let Some(grants) = &proxy.tool_grants
-        && !grants.allows(caller, tool, proxy.upstream.is_read_only(tool))
+    if let Some(grants) = rules.grants
+        && !grants.allows(caller, tool, catalogue.is_read_only(tool))
     {
         tracing::info!(
-            mcp.session_id = session.id(),
+            mcp.session_id = session_id,
             tool = %tool,
             subject = caller.and_then(|c| c.subject.as_deref()).unwrap_or_default(),
             "tools/call denied: no grant for this caller (tools.grants)"
@@ -143,8 +167,8 @@ pub(super) fn tool_rules(
         )
         .with("tool", json!(tool)));
     }
-    if let Some(limits) = &proxy.rate_limits
-        && let Err(wait) = limits.admit(caller, tool, proxy.upstream.lists(tool))
+    if let Some(limits) = rules.rate_limits
+        && let Err(wait) = limits.admit(caller, tool, catalogue.lists(tool))
     {
         let retry_after_secs = crate::rate_limits::retry_after_secs(wait);
         let mut refusal = Refusal::new(
@@ -159,7 +183,7 @@ pub(super) fn tool_rules(
         refusal.retry_after_secs = Some(retry_after_secs);
         return Err(refusal);
     }
-    if proxy.upstream.is_drifted(tool) {
+    if catalogue.is_drifted(tool) {
         return Err(Refusal::new(
             Outcome::DriftBlocked,
             jsonrpc::DRIFT_BLOCKED,

@@ -36,6 +36,15 @@ struct Parsed {
     partial: bool,
 }
 
+/// A shared message's text as bytes ([`WireMessage::to_bytes`]).
+struct TextOf(Arc<Parsed>);
+
+impl AsRef<[u8]> for TextOf {
+    fn as_ref(&self) -> &[u8] {
+        self.0.text.as_bytes()
+    }
+}
+
 /// How many levels of a message the view holds member by member when the whole message does
 /// not fit a `Value`; the envelope and `params`/`result` members the proxy reads are within.
 const PARTIAL_VIEW_LEVELS: usize = 4;
@@ -99,6 +108,11 @@ impl WireMessage {
     /// The text, for writing to the wire (copied only while a clone of the message is alive).
     pub fn into_text(self) -> String {
         Arc::try_unwrap(self.inner).map_or_else(|shared| shared.text.clone(), |own| own.text)
+    }
+
+    /// The text as bytes for a request body: shares the message, no copy (issue 14).
+    pub fn to_bytes(&self) -> bytes::Bytes {
+        bytes::Bytes::from_owner(TextOf(Arc::clone(&self.inner)))
     }
 
     /// The parsed view, for reading.

@@ -12,10 +12,10 @@ pub enum UpstreamError {
     Encode(#[source] serde_json::Error),
     /// The HTTP request could not be sent or its headers not received.
     #[error("failed to send request to upstream")]
-    Send(#[source] reqwest::Error),
+    Send(#[source] super::http::HttpError),
     /// The reply body could not be read.
     #[error("failed to read upstream reply")]
-    Read(#[source] reqwest::Error),
+    Read(#[source] super::http::HttpError),
     /// The upstream does not know the session (HTTP 404, or 400 naming the session).
     #[error("upstream session is unknown to the upstream")]
     SessionLost,

@@ -5,15 +5,28 @@
 //! § Session Management). No timeout lives here: callers enforce every budget around these
 //! futures, so a black-holed upstream cannot stretch them (README.md "Why it exists", failure 4).
 
+mod client;
+mod target;
+
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
+use http_body_util::{BodyDataStream, BodyExt};
 use serde_json::Value;
 use sse_stream::SseByteStream;
 
+use self::client::{Body, Client};
+pub use self::client::{HttpError, Route};
+use self::target::Target;
 use super::UpstreamError;
 use crate::jsonrpc::WireMessage;
+
+/// An upstream's HTTP response, its body not yet read.
+pub type Response = http::Response<Body>;
 
 /// Header carrying the MCP session id (MCP 2025-06-18, "Session Management").
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -39,9 +52,9 @@ pub enum Reply {
 /// A Streamable HTTP endpoint of an upstream MCP server.
 #[derive(Clone)]
 pub struct HttpUpstream {
-    client: reqwest::Client,
-    url: reqwest::Url,
-    era: std::sync::Arc<super::era::EraCache>,
+    client: Client,
+    target: Arc<Target>,
+    era: Arc<super::era::EraCache>,
 }
 
 /// Shows the URL as [`HttpUpstream::shown_url`] does.
@@ -56,7 +69,8 @@ impl std::fmt::Debug for HttpUpstream {
 impl HttpUpstream {
     /// Creates a client for `url`. `connect` bounds the TCP (and TLS) connect only. `headers`
     /// are sent on every request; their values are marked sensitive, so no log or debug output
-    /// ever shows them.
+    /// ever shows them. The HTTP client is chosen by [`Route`]: hyper directly for a plain
+    /// `http://` upstream no proxy setting applies to, reqwest otherwise.
     ///
     /// # Errors
     /// [`UpstreamError::Config`] for a malformed URL, header, or an HTTP client that cannot be
@@ -66,43 +80,63 @@ impl HttpUpstream {
         connect: Duration,
         headers: &[(String, String)],
     ) -> Result<Self, UpstreamError> {
-        let url = reqwest::Url::parse(url)
-            .map_err(|e| UpstreamError::Config(format!("invalid upstream url: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(UpstreamError::Config(format!(
-                "invalid upstream url {url}: the scheme must be http or https"
-            )));
+        Self::with_route(url, connect, headers, None)
+    }
+
+    /// As [`Self::new`], the route forced when `route` is given (tests and benchmarks compare
+    /// the two clients on the same upstream).
+    ///
+    /// # Errors
+    /// As [`Self::new`].
+    pub fn with_route(
+        url: &str,
+        connect: Duration,
+        headers: &[(String, String)],
+        route: Option<Route>,
+    ) -> Result<Self, UpstreamError> {
+        let target = Target::parse(url, headers)?;
+        // No redirect is followed (by either client): the credential headers above belong to
+        // the configured upstream only, and a POST of a JSON-RPC message has no business
+        // moving. A 3xx is an upstream error with its status. TCP_NODELAY on both: small writes
+        // of a request never wait for the upstream's delayed ACK (issue 12, item 0).
+        let client = match route {
+            Some(route) => Client::routed(route, connect),
+            None => Client::new(&target.uri, connect),
         }
-        let mut defaults = HeaderMap::new();
-        for (name, value) in headers {
-            let header_name =
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    UpstreamError::Config(format!("invalid upstream header name {name:?}"))
-                })?;
-            let mut header_value = HeaderValue::from_str(value).map_err(|_| {
-                UpstreamError::Config(format!("invalid value for upstream header {name:?}"))
-            })?;
-            header_value.set_sensitive(true);
-            defaults.insert(header_name, header_value);
-        }
-        // No redirect is followed: the credential headers above belong to the configured
-        // upstream only (reqwest drops `Authorization` on a cross-origin redirect but would keep a
-        // custom header such as `X-Api-Key`), and a POST of a JSON-RPC message has no business
-        // moving. A 3xx is an upstream error with its status.
-        // TCP_NODELAY (reqwest's default, stated here because it matters): small writes of a
-        // request never wait for the upstream's delayed ACK (issue 12, item 0).
-        let client = reqwest::Client::builder()
-            .default_headers(defaults)
-            .tcp_nodelay(true)
-            .connect_timeout(connect)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
+        .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
         Ok(Self {
             client,
-            url,
-            era: std::sync::Arc::default(),
+            target: Arc::new(target),
+            era: Arc::default(),
         })
+    }
+
+    /// Which HTTP client carries this upstream's requests.
+    pub fn route(&self) -> Route {
+        self.client.route()
+    }
+
+    /// A request to the endpoint: `headers`, then each configured header the request does not
+    /// set itself.
+    fn request(&self, method: Method, mut headers: HeaderMap, body: Bytes) -> http::Request<Bytes> {
+        for (name, value) in &self.target.headers {
+            if !headers.contains_key(name) {
+                headers.insert(name.clone(), value.clone());
+            }
+        }
+        let mut request = http::Request::new(body);
+        *request.method_mut() = method;
+        *request.uri_mut() = self.target.uri.clone();
+        *request.headers_mut() = headers;
+        request
+    }
+
+    /// Sends `request`.
+    ///
+    /// # Errors
+    /// [`UpstreamError::Send`] when it could not be sent or no response head arrived.
+    async fn send(&self, request: http::Request<Bytes>) -> Result<Response, UpstreamError> {
+        self.client.send(request).await.map_err(UpstreamError::Send)
     }
 
     /// The protocol era the upstream was last found to speak (shared by clones).
@@ -112,18 +146,13 @@ impl HttpUpstream {
 
     /// The endpoint URL.
     pub fn url(&self) -> &reqwest::Url {
-        &self.url
+        &self.target.url
     }
 
     /// The endpoint URL as logs may show it: a user name and password in it (userinfo) are
     /// replaced by `redacted`, so they never reach a log line.
     pub fn shown_url(&self) -> reqwest::Url {
-        let mut shown = self.url.clone();
-        if !shown.username().is_empty() || shown.password().is_some() {
-            let _ = shown.set_password(None);
-            let _ = shown.set_username("redacted");
-        }
-        shown
+        target::shown(&self.target.url)
     }
 
     /// POSTs one JSON-RPC message; returns the reply and the `Mcp-Session-Id` response header.
@@ -163,7 +192,7 @@ impl HttpUpstream {
         let mut headers = headers(Some(protocol_version));
         for (name, value) in param_headers {
             if let (Ok(name), Ok(value)) = (
-                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderName::from_bytes(name.as_bytes()),
                 HeaderValue::from_str(value),
             ) {
                 headers.insert(name, value);
@@ -206,16 +235,12 @@ impl HttpUpstream {
         if let Some(value) = session.and_then(|s| HeaderValue::from_str(s).ok()) {
             headers.insert(SESSION_HEADER, value);
         }
-        let mut request = self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .body(message.text().to_owned());
         // The current span is the upstream's parent (W3C Trace Context; issue 16).
         for (name, value) in crate::telemetry::traceparent_header() {
-            request = request.header(name, value);
+            headers.insert(name, value);
         }
-        let response = request.send().await.map_err(UpstreamError::Send)?;
+        let request = self.request(Method::POST, headers, message.to_bytes());
+        let response = self.send(request).await?;
         let status = response.status();
         let session_id = response
             .headers()
@@ -225,8 +250,8 @@ impl HttpUpstream {
         if !status.is_success() {
             let body = error_body(response).await;
             let lost = session.is_some()
-                && (status == reqwest::StatusCode::NOT_FOUND
-                    || (status == reqwest::StatusCode::BAD_REQUEST
+                && (status == StatusCode::NOT_FOUND
+                    || (status == StatusCode::BAD_REQUEST
                         && body.to_ascii_lowercase().contains("session")));
             return Err(if lost {
                 UpstreamError::SessionLost
@@ -237,7 +262,7 @@ impl HttpUpstream {
                 }
             });
         }
-        if status == reqwest::StatusCode::ACCEPTED {
+        if status == StatusCode::ACCEPTED {
             return Ok((Reply::Accepted, session_id));
         }
         let content_type = || {
@@ -256,7 +281,12 @@ impl HttpUpstream {
             );
             Ok((Reply::Stream(stream), session_id))
         } else if starts_with_ignoring_case(content_type(), "application/json") {
-            let bytes = response.bytes().await.map_err(UpstreamError::Read)?;
+            let bytes = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(UpstreamError::Read)?
+                .to_bytes();
             let value = WireMessage::parse(&bytes)
                 .map_err(|e| UpstreamError::Malformed(format!("invalid JSON body: {e}")))?;
             Ok((Reply::Json(value), session_id))
@@ -298,22 +328,21 @@ impl HttpUpstream {
         session: &str,
         protocol_version: &str,
         last_event_id: Option<&str>,
-    ) -> Result<Option<reqwest::Response>, UpstreamError> {
-        let mut request = self
-            .client
-            .get(self.url.clone())
-            .headers(headers(Some(protocol_version)))
-            .header(ACCEPT, "text/event-stream")
-            .header(SESSION_HEADER, session);
+    ) -> Result<Option<Response>, UpstreamError> {
+        let mut headers = headers(Some(protocol_version));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+        insert_value(&mut headers, SESSION_HEADER, session)?;
         if let Some(id) = last_event_id {
-            request = request.header("last-event-id", id);
+            insert_value(&mut headers, "last-event-id", id)?;
         }
-        let response = request.send().await.map_err(UpstreamError::Send)?;
+        let response = self
+            .send(self.request(Method::GET, headers, Bytes::new()))
+            .await?;
         let status = response.status();
-        if status == reqwest::StatusCode::METHOD_NOT_ALLOWED {
+        if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
         }
-        if status == reqwest::StatusCode::NOT_FOUND {
+        if status == StatusCode::NOT_FOUND {
             return Err(UpstreamError::SessionLost);
         }
         if !status.is_success() {
@@ -339,14 +368,11 @@ impl HttpUpstream {
     /// # Cancellation
     /// Cancel-safe: dropping the future abandons the HTTP request.
     pub async fn delete(&self, session: &str, protocol_version: &str) -> Result<(), UpstreamError> {
+        let mut headers = headers(Some(protocol_version));
+        insert_value(&mut headers, SESSION_HEADER, session)?;
         let response = self
-            .client
-            .delete(self.url.clone())
-            .headers(headers(Some(protocol_version)))
-            .header(SESSION_HEADER, session)
-            .send()
-            .await
-            .map_err(UpstreamError::Send)?;
+            .send(self.request(Method::DELETE, headers, Bytes::new()))
+            .await?;
         let status = response.status();
         if status.is_success() {
             return Ok(());
@@ -365,7 +391,7 @@ impl super::resume::Reopen for HttpUpstream {
         session: &'a str,
         protocol_version: &'a str,
         last_event_id: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<Option<reqwest::Response>, UpstreamError>> {
+    ) -> futures::future::BoxFuture<'a, Result<Option<Response>, UpstreamError>> {
         Box::pin(self.get_response(session, protocol_version, Some(last_event_id)))
     }
 }
@@ -380,6 +406,21 @@ fn headers(protocol_version: Option<&str>) -> HeaderMap {
     headers
 }
 
+/// Sets `name` to `value`.
+///
+/// # Errors
+/// [`UpstreamError::Send`] when `value` cannot be a header value (a control character in a
+/// session id or event id the upstream gave): the request cannot be sent.
+fn insert_value(
+    headers: &mut HeaderMap,
+    name: &'static str,
+    value: &str,
+) -> Result<(), UpstreamError> {
+    let value = HeaderValue::from_str(value).map_err(|e| UpstreamError::Send(HttpError::new(e)))?;
+    headers.insert(name, value);
+    Ok(())
+}
+
 /// Whether `text` begins with `prefix`, ASCII letters compared without case (media types are
 /// case-insensitive; RFC 9110 section 8.3.1).
 fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
@@ -387,8 +428,13 @@ fn starts_with_ignoring_case(text: &str, prefix: &str) -> bool {
         .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
 }
 
-async fn error_body(response: reqwest::Response) -> String {
-    let bytes = response.bytes().await.unwrap_or_default();
+async fn error_body(response: Response) -> String {
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .unwrap_or_default();
     let end = bytes.len().min(ERROR_BODY_LIMIT);
     String::from_utf8_lossy(&bytes[..end]).into_owned()
 }
@@ -396,9 +442,9 @@ async fn error_body(response: reqwest::Response) -> String {
 /// Turns an SSE response into `(event id, JSON-RPC message)` pairs, skipping events without
 /// data; an event whose data is not JSON is logged and skipped (the stream stays usable).
 fn sse_events(
-    response: reqwest::Response,
+    response: Response,
 ) -> BoxStream<'static, Result<(Option<String>, WireMessage), UpstreamError>> {
-    SseByteStream::new(response.bytes_stream())
+    SseByteStream::new(BodyDataStream::new(response.into_body()))
         .filter_map(|event| async move {
             match event {
                 Err(e) => Some(Err(UpstreamError::Malformed(format!("broken SSE stream: {e}")))),

@@ -16,6 +16,7 @@ use futures::stream::BoxStream;
 use sse_stream::SseByteStream;
 
 use super::UpstreamError;
+use super::http::Response;
 use crate::jsonrpc::WireMessage;
 
 /// How a call's stream is re-opened: `GET` on the session with `Last-Event-ID` (the HTTP
@@ -31,7 +32,7 @@ pub(super) trait Reopen: Send + Sync + 'static {
         session: &'a str,
         protocol_version: &'a str,
         last_event_id: &'a str,
-    ) -> BoxFuture<'a, Result<Option<reqwest::Response>, UpstreamError>>;
+    ) -> BoxFuture<'a, Result<Option<Response>, UpstreamError>>;
 }
 
 /// Most resumptions of one call's stream (each needs an event id the upstream sent since the
@@ -65,7 +66,7 @@ pub(super) fn call_stream(
     http: impl Reopen,
     session: Option<String>,
     protocol_version: Option<String>,
-    response: reqwest::Response,
+    response: Response,
 ) -> BoxStream<'static, Result<WireMessage, UpstreamError>> {
     let state = State {
         http: Box::new(http),
@@ -81,8 +82,8 @@ pub(super) fn call_stream(
     futures::stream::unfold(state, next).boxed()
 }
 
-fn events(response: reqwest::Response) -> Events {
-    SseByteStream::new(response.bytes_stream())
+fn events(response: Response) -> Events {
+    SseByteStream::new(http_body_util::BodyDataStream::new(response.into_body()))
         .map(|event| event.map_err(|e| e.to_string()))
         .boxed()
 }

@@ -88,7 +88,7 @@ impl Call {
             return;
         }
         let elapsed = self.started.elapsed();
-        self.ending(Era::of(&self.session)).record(outcome);
+        self.ending(self.session.era()).record(outcome);
         spans::record_outcome(&self.attempt, outcome);
         self.session.finish(&self.downstream_id);
         tracing::debug!(
@@ -313,7 +313,7 @@ pub async fn request(
     caller: Option<Arc<Principal>>,
 ) -> Answer {
     let started = Instant::now();
-    let era = Era::of(&session);
+    let era = session.era();
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
     // The server span the front opened for this request.
     let span = if crate::telemetry::enabled() {

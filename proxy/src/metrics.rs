@@ -133,15 +133,6 @@ pub enum Era {
 }
 
 impl Era {
-    /// The era of a request made on `session`.
-    pub fn of(session: &crate::sessions::DownstreamSession) -> Self {
-        if session.is_modern() {
-            Self::Modern
-        } else {
-            Self::Legacy
-        }
-    }
-
     /// `legacy` or `modern`.
     pub fn as_label(self) -> &'static str {
         match self {

@@ -341,10 +341,6 @@ pub async fn start_on(
             idle_timeout,
             upstream_stop.clone(),
         )),
-        tokio::spawn(crate::auth::refresh_keys(
-            Arc::clone(&proxy),
-            upstream_stop.clone(),
-        )),
         tokio::spawn(crate::fanout::run(
             Arc::clone(&proxy),
             server_messages_rx,
@@ -353,6 +349,12 @@ pub async fn start_on(
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
+    if let Some(crate::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
+        tasks.push(tokio::spawn(crate::auth::refresh_keys(
+            Arc::clone(server),
+            upstream_stop.clone(),
+        )));
+    }
     let (stop, clients) = (upstream_stop.clone(), Arc::clone(&proxy));
     tasks.push(tokio::spawn(async move {
         stop.cancelled().await;

@@ -141,6 +141,15 @@ impl DownstreamSession {
         crate::revision::is_modern_version(&self.protocol_version)
     }
 
+    /// The era of a request made on this session (the `era` label of its metrics).
+    pub fn era(&self) -> crate::metrics::Era {
+        if self.is_modern() {
+            crate::metrics::Era::Modern
+        } else {
+            crate::metrics::Era::Legacy
+        }
+    }
+
     /// The session's own upstream session (`PerClient` strategy); `None` with `Shared`.
     pub fn dedicated(&self) -> Option<&crate::per_client::Dedicated> {
         self.dedicated.as_ref()

@@ -17,8 +17,8 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Value, json};
 
-use super::AuthMetrics;
 use super::jwks::{KeyCache, KeyError};
+use super::metrics::AuthMetrics;
 use super::principal::{Claims, Principal};
 
 /// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::auth`).

@@ -8,8 +8,9 @@
 //!   declared the capability; otherwise the upstream gets -32601 at once and
 //!   `berth_proxy_server_requests_total{result="refused"}` moves.
 //! - On every new upstream session, resource subscriptions are re-established.
+//! - A dedicated (`PerClient`) upstream session's messages reach its one client ([`to_client`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -20,6 +21,7 @@ use crate::jsonrpc::WireMessage;
 use crate::server::Proxy;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
+use crate::upstream::UpstreamSession;
 
 /// Runs until `shutdown` fires or the upstream's message channel closes.
 pub async fn run(
@@ -149,6 +151,52 @@ fn resubscribe(proxy: &Proxy, session: &Arc<crate::upstream::UpstreamSession>) {
             "method": "resources/subscribe",
             "params": { "uri": uri },
         });
-        crate::forward::send_in_background(Arc::clone(session), message);
+        crate::upstream::control::send_in_background(Arc::clone(session), message);
+    }
+}
+
+/// What delivers a dedicated (`PerClient`) upstream session's standalone messages to `client`,
+/// for [`crate::per_client::Dedicated::listen`]: spawns [`deliver_dedicated`].
+pub fn to_client(
+    client: Weak<DownstreamSession>,
+    metrics: Arc<crate::metrics::Metrics>,
+) -> impl FnOnce(Arc<UpstreamSession>, mpsc::Receiver<WireMessage>) {
+    move |upstream, messages| {
+        tokio::spawn(deliver_dedicated(client, upstream, messages, metrics));
+    }
+}
+
+/// Delivers one dedicated (`PerClient`) session's standalone messages to its client: notifications to the
+/// client's GET stream, server requests relayed if the client declared the capability (else
+/// -32601 upstream at once).
+async fn deliver_dedicated(
+    client: Weak<DownstreamSession>,
+    upstream: Arc<UpstreamSession>,
+    mut messages: mpsc::Receiver<WireMessage>,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
+    while let Some(message) = messages.recv().await {
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        match Message::classify(message.clone()) {
+            Ok(Message::Request { id, method, .. }) => {
+                if let Some(message) =
+                    server_request::register(&client, &upstream, message, id, &method, &metrics)
+                {
+                    server_request::push_standalone(&client, &upstream, message, &metrics);
+                }
+            }
+            Ok(Message::Notification { .. }) => {
+                let delivered = client.push_standalone(message);
+                if !delivered {
+                    metrics.server_messages_dropped.inc();
+                }
+            }
+            Ok(Message::Response { .. }) => {
+                late_response(&metrics, upstream.route_response(message).is_ok());
+            }
+            _ => {}
+        }
     }
 }

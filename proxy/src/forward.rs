@@ -16,7 +16,7 @@ mod relay;
 
 use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::http::StatusCode;
 use futures::StreamExt;
@@ -35,6 +35,7 @@ use crate::outcome::Outcome;
 use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
 use crate::telemetry::spans;
+use crate::upstream::control::send_cancelled;
 use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
@@ -42,9 +43,6 @@ use refusal::Refusal;
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;
-/// Budget for proxy-originated messages to the upstream (cancellations, answers to server
-/// requests); they never block a caller.
-const CONTROL_BUDGET: Duration = Duration::from_secs(5);
 
 /// One request in flight: ends in exactly one outcome, recorded once.
 struct Call {
@@ -270,31 +268,6 @@ impl refusal::Catalogue for crate::upstream::Upstream {
 
 fn progress_token_for(upstream_id: u64) -> Value {
     json!(format!("berth-{upstream_id}"))
-}
-
-fn send_cancelled(upstream: Arc<UpstreamSession>, upstream_id: u64, outcome: Outcome) {
-    let reason = match outcome {
-        Outcome::Timeout => "request timed out at the berth proxy",
-        _ => "request cancelled by the client",
-    };
-    let message = json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": { "requestId": upstream_id, "reason": reason },
-    });
-    send_in_background(upstream, message);
-}
-
-/// Sends a proxy-originated message upstream without blocking anyone (bounded by
-/// [`CONTROL_BUDGET`]).
-pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: impl Into<WireMessage>) {
-    let message = message.into();
-    tokio::spawn(async move {
-        let sent = tokio::time::timeout(CONTROL_BUDGET, upstream.send(&message)).await;
-        if !matches!(sent, Ok(Ok(_))) {
-            tracing::debug!("failed to send a control message upstream");
-        }
-    });
 }
 
 /// Forwards a downstream request and produces the client's answer: JSON, or an SSE stream when
@@ -706,9 +679,10 @@ async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<Upst
     let proxy = &call.proxy;
     match call.session.dedicated() {
         Some(dedicated) => {
-            let client = Arc::downgrade(&call.session);
+            let deliver =
+                crate::fanout::to_client(Arc::downgrade(&call.session), Arc::clone(&proxy.metrics));
             dedicated
-                .recover(&call.upstream, client, Arc::clone(&proxy.metrics))
+                .recover(&call.upstream, &proxy.metrics, deliver)
                 .await
         }
         None => {

@@ -148,7 +148,7 @@ impl Proxy {
                         "method": "resources/unsubscribe",
                         "params": { "uri": uri },
                     });
-                    crate::forward::send_in_background(upstream, message);
+                    crate::upstream::control::send_in_background(upstream, message);
                 }
             }
         }
@@ -358,7 +358,17 @@ pub async fn start_on(
     let (stop, clients) = (upstream_stop.clone(), Arc::clone(&proxy));
     tasks.push(tokio::spawn(async move {
         stop.cancelled().await;
-        crate::per_client::close_all(clients.sessions.all()).await;
+        let dedicated = clients
+            .sessions
+            .all()
+            .iter()
+            .filter_map(|client| {
+                client
+                    .dedicated()
+                    .map(crate::per_client::Dedicated::current)
+            })
+            .collect();
+        crate::per_client::close_all(dedicated).await;
     }));
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.

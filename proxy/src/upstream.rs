@@ -7,6 +7,7 @@
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
 mod backoff;
+pub mod control;
 pub mod endpoint;
 pub mod era;
 mod error;

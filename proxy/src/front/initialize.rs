@@ -103,7 +103,10 @@ pub async fn handle(
         session.set_client_info(info);
     }
     if let Some(dedicated) = session.dedicated() {
-        dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
+        dedicated.listen(crate::fanout::to_client(
+            Arc::downgrade(&session),
+            Arc::clone(&proxy.metrics),
+        ));
     }
     proxy
         .metrics

@@ -17,8 +17,6 @@ const KNOWN_PROXY_CYCLES: &[&[&str]] = &[&[
     "fanout",
     "forward",
     "forward::input_required",
-    "forward::legacy_over_modern",
-    "forward::parked",
     "forward::relay",
     "forward::relay::park",
     "front",
@@ -29,10 +27,7 @@ const KNOWN_PROXY_CYCLES: &[&[&str]] = &[&[
     "front::modern",
     "front::modern::listen",
     "front::origin",
-    "per_client",
     "server",
-    "server_request",
-    "sessions",
     "subscriptions",
 ]];
 

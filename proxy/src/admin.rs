@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::server::Proxy;
+use crate::state::Proxy;
 
 /// The admin routes.
 pub fn router(proxy: Arc<Proxy>) -> Router {

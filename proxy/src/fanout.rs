@@ -18,9 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::Message;
 use crate::jsonrpc::WireMessage;
-use crate::server::Proxy;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 use crate::upstream::UpstreamSession;
 
 /// Runs until `shutdown` fires or the upstream's message channel closes.

@@ -32,8 +32,8 @@ use crate::jsonrpc;
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Era;
 use crate::outcome::Outcome;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 use crate::telemetry::spans;
 use crate::upstream::control::send_cancelled;
 use crate::upstream::era::{self, UpstreamEra};
@@ -395,9 +395,14 @@ pub async fn request(
             }
         };
     }
-    if let Some(answer) =
-        crate::subscriptions::local_answer(&proxy, &session, &upstream, &id, &method, &body)
-    {
+    if let Some(answer) = crate::subscriptions::local_answer(
+        &proxy.subscriptions,
+        &session,
+        &upstream,
+        &id,
+        &method,
+        &body,
+    ) {
         session.finish(&id);
         ending.record(Outcome::Ok);
         return answer;

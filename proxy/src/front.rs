@@ -31,9 +31,9 @@ use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::forward;
 use crate::jsonrpc::{self, Invalid, Message};
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
+use crate::state::Proxy;
 use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
 

@@ -23,6 +23,7 @@ pub mod revision;
 pub mod server;
 pub mod server_request;
 pub mod sessions;
+pub mod state;
 pub mod stdio;
 pub mod subscriptions;
 pub mod tasks;

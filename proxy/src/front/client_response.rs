@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
-use crate::server::Proxy;
 use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::state::Proxy;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
 /// it; 202 once it was handed on.

@@ -15,7 +15,7 @@ use crate::jsonrpc;
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
 use crate::revision::HANDSHAKE_VERSIONS;
-use crate::server::Proxy;
+use crate::state::Proxy;
 use crate::upstream::Unavailable;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.

@@ -27,8 +27,8 @@ use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_L
 use crate::jsonrpc::{self, Message, WireMessage};
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 use crate::upstream::session::REQUESTED_VERSION;
 
 /// Methods 2026-07-28 removed (its changelog, "Major changes" 2, 4 and 5): answered 404 with

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 
 use crate::answer::Answer;
 use crate::jsonrpc::WireMessage;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 
 /// `_meta` key tagging every message of a subscription.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";

@@ -6,10 +6,13 @@
 //! revision 2025-03-26, are refused with -32600); a non-initialize message needs a live
 //! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
 
+mod accept;
 mod auth;
 mod body;
 mod client_response;
 mod origin;
+mod refusal;
+mod session;
 
 pub(crate) mod era;
 mod initialize;
@@ -36,9 +39,10 @@ use crate::sessions::events::StreamKind;
 use crate::state::Proxy;
 use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
-
-/// Largest request body accepted, in bytes (16 MiB).
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
+pub use body::MAX_BODY_BYTES;
+use refusal::{refused, unknown_session};
+use session::live_session;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
 pub fn router(proxy: Arc<Proxy>) -> Router {
@@ -114,37 +118,6 @@ fn modern_without_body(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
 
 fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
-}
-
-/// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
-/// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
-///
-/// A session bound to another OAuth identity is unknown to `caller` too
-/// ([`DownstreamSession::admits`]).
-fn live_session(
-    proxy: &Proxy,
-    id: &str,
-    caller: Option<&Principal>,
-) -> Option<Arc<DownstreamSession>> {
-    let session = live_session_of_anyone(proxy, id)?;
-    session.admits(caller).then_some(session)
-}
-
-fn live_session_of_anyone(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
-    if let Some(session) = proxy.sessions.get(id) {
-        return Some(session);
-    }
-    if proxy.strategy != berth_crds::SessionStrategy::Shared {
-        return None;
-    }
-    let session = proxy.sessions.adopt(id)?;
-    proxy.metrics.downstream_sessions_adopted.inc();
-    proxy
-        .metrics
-        .downstream_sessions
-        .set(proxy.sessions.len() as i64);
-    tracing::debug!(session = id, "adopted a session another replica issued");
-    Some(session)
 }
 
 async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
@@ -378,29 +351,6 @@ fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option
     Some(era::unsupported(id, &version))
 }
 
-/// Whether the client takes an SSE reply: no `Accept` header (tolerated as accepting both), or
-/// one naming `text/event-stream`, `text/*` or `*/*`.
-pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
-    headers.get("accept").is_none_or(|accept| {
-        ["text/event-stream", "text/*", "*/*"]
-            .iter()
-            .any(|kind| contains_ignoring_case(accept.as_bytes(), kind.as_bytes()))
-    })
-}
-
-/// Whether `text` begins with `prefix`, ASCII letters compared without case (header values
-/// are read as they came, with no lowercased copy per request).
-fn starts_with_ignoring_case(text: &[u8], prefix: &[u8]) -> bool {
-    text.get(..prefix.len())
-        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
-}
-
-/// Whether `text` contains `part`, ASCII letters compared without case.
-fn contains_ignoring_case(text: &[u8], part: &[u8]) -> bool {
-    text.windows(part.len())
-        .any(|window| window.eq_ignore_ascii_case(part))
-}
-
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
 /// `protocolVersion`. Anything else is refused with -32602 before it reaches the upstream, so a
 /// client's mistake is never counted as an upstream failure.
@@ -431,25 +381,6 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
     ))
 }
 
-/// A client message refused before anything reached the upstream: counted in
-/// `berth_proxy_invalid_messages_total{reason}` and answered with a JSON-RPC error under `id`.
-pub(super) fn refused(
-    proxy: &Proxy,
-    reason: &'static str,
-    status: StatusCode,
-    id: &Value,
-    code: i64,
-    message: &str,
-) -> Answer {
-    proxy
-        .metrics
-        .invalid_messages
-        .with_label_values(&[reason])
-        .inc();
-    telemetry::spans::record_outcome(&tracing::Span::current(), crate::outcome::Outcome::Rejected);
-    Answer::error(status, id, code, message)
-}
-
 fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
     let (reason, id) = match invalid {
         Invalid::Batch => ("batch", Value::Null),
@@ -462,17 +393,6 @@ fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
         &id,
         jsonrpc::INVALID_REQUEST,
         &invalid.to_string(),
-    )
-}
-
-fn unknown_session(proxy: &Proxy, id: &Value) -> Answer {
-    refused(
-        proxy,
-        "unknown_session",
-        StatusCode::NOT_FOUND,
-        id,
-        jsonrpc::INVALID_REQUEST,
-        "session not found: it expired or was never issued; send initialize without a session id",
     )
 }
 

@@ -14,9 +14,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::{MAX_BODY_BYTES, refused};
+use super::refusal::refused;
 use crate::jsonrpc;
 use crate::server::{LingerOnClose, Proxy};
+
+/// Largest request body accepted, in bytes (16 MiB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The request's headers and its whole body, at most [`MAX_BODY_BYTES`].
 ///

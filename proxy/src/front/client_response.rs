@@ -14,7 +14,7 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::sessions::{DownstreamSession, ServerRequest};

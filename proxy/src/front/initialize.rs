@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::outcome::Outcome;
@@ -32,7 +32,7 @@ pub async fn handle(
     caller: Option<&crate::auth::Principal>,
 ) -> Answer {
     if let Some(header) = header {
-        if super::live_session(proxy, header, caller).is_some() {
+        if super::session::live_session(proxy, header, caller).is_some() {
             return refused(
                 proxy,
                 "reinitialize",
@@ -42,7 +42,7 @@ pub async fn handle(
                 "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
             );
         }
-        return super::unknown_session(proxy, id);
+        return super::refusal::unknown_session(proxy, id);
     }
     let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
     let requested = params

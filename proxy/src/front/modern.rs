@@ -20,7 +20,7 @@ use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
@@ -108,7 +108,7 @@ pub async fn handle(
             .inc();
         return audited(refusal.answer(&id), &body);
     }
-    let json_only = !super::accepts_sse(headers);
+    let json_only = !super::accept::accepts_sse(headers);
     let params = param_headers(headers);
     let request = ModernRequest {
         version,

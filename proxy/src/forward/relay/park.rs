@@ -8,7 +8,7 @@ use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::super::Call;
+use super::super::call::Call;
 use super::super::parked::{DIRECTION, Resume};
 use crate::jsonrpc::{self, WireMessage};
 use crate::metrics::Era;

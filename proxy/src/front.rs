@@ -16,6 +16,7 @@ mod session;
 
 pub(crate) mod era;
 mod initialize;
+pub mod linger;
 mod modern;
 
 use std::sync::Arc;

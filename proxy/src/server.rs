@@ -1,4 +1,5 @@
-//! Wiring: the shared [`Proxy`] state, the two listeners, and orderly shutdown.
+//! Start-up wiring: builds the shared [`Proxy`] state from the config, starts the upstream
+//! supervisor and the background tasks, serves the two listeners, and shuts down in order.
 //!
 //! Shutdown runs in order (issue 11, rolling updates lose nothing): [`RunningProxy::drain`]
 //! first reports not ready (`/readyz` 503 `draining`) while still serving for
@@ -23,10 +24,8 @@ use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
 use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
 
-pub mod linger;
-
+pub use crate::front::linger::{self, LingerOnClose};
 pub use crate::state::Proxy;
-pub use linger::LingerOnClose;
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]

@@ -14,9 +14,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::linger::LingerOnClose;
 use super::refusal::refused;
 use crate::jsonrpc;
-use crate::server::{LingerOnClose, Proxy};
+use crate::state::Proxy;
 
 /// Largest request body accepted, in bytes (16 MiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;

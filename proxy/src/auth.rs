@@ -5,7 +5,7 @@
 //! Module map: [`bearer`] (the static token), [`resource_server`] (token validation),
 //! [`grants`] (which tools each caller may use),
 //! [`jwks`] (the authorization server's keys, discovered and cached), [`principal`] (the
-//! caller a token names), [`metrics`] (the resource server's metrics).
+//! caller a token names). Its metrics are in `crate::metrics::auth`.
 //!
 //! Not responsible for: upstream credentials (the proxy's own `upstream.headers`); the client's
 //! token never goes upstream.
@@ -13,7 +13,6 @@
 pub mod bearer;
 pub mod grants;
 pub mod jwks;
-pub mod metrics;
 pub mod principal;
 pub mod resource_server;
 
@@ -21,8 +20,8 @@ use std::sync::Arc;
 
 use berth_crds::DownstreamAuth as AuthConfig;
 
+pub use crate::metrics::auth::AuthMetrics;
 pub use bearer::BearerToken;
-pub use metrics::AuthMetrics;
 pub use principal::Principal;
 pub use resource_server::{Rejection, ResourceServer};
 

@@ -11,7 +11,6 @@
 mod call;
 mod input_required;
 mod legacy_over_modern;
-pub mod parked;
 mod refusal;
 mod relay;
 
@@ -41,6 +40,8 @@ use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
 use call::{Call, Ending, rewrite, session_lost, timeout_answer, upstream_failure};
 use refusal::Refusal;
+
+pub use crate::parked;
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;

@@ -18,10 +18,10 @@
 //!    message as it crossed the wire), [`outcome`] (how a request ended), [`revision`] (the
 //!    MCP revisions and what tells them apart), [`tasks`] (MCP tasks refused on a shared
 //!    session). They use nothing but `jsonrpc`.
-//! 2. Cross-cutting: [`telemetry`] (traces; uses layer 1), [`auth`] (who may call: bearer
-//!    token, OAuth resource server, grants; uses nothing), [`rate_limits`] (uses `auth`),
-//!    [`metrics`] (every Prometheus metric; uses `outcome`, `telemetry`, and the metric structs
-//!    of `auth::metrics` and `stdio::metrics`).
+//! 2. Cross-cutting: [`telemetry`] (traces; uses layer 1), [`metrics`] (every Prometheus
+//!    metric, `metrics::stdio` and `metrics::auth` those of the stdio transport and the OAuth
+//!    resource server; uses `outcome` and `telemetry`), [`auth`] (who may call: bearer token,
+//!    OAuth resource server, grants; uses `metrics::auth`), [`rate_limits`] (uses `auth`).
 //! 3. The upstream transports, behind one interface: [`upstream`] (the shared upstream and its
 //!    supervisor, [`upstream::UpstreamSession`] over either transport, per era: `http`,
 //!    `session`, `listen`, `era`, `tools`, `control` for the proxy's own messages) and
@@ -33,10 +33,11 @@
 //!    server requests; uses `per_client`), [`answer`] (the one place an answer becomes HTTP;
 //!    uses `sessions::events` and the session header of `upstream::http`), [`subscriptions`]
 //!    (resource subscriptions per client; uses `sessions` and `answer`), [`audit`] (the audit
-//!    line of a tool call; uses `auth` and `upstream::tools`).
+//!    line of a tool call; uses `auth` and `upstream::tools`), [`parked`] (calls parked on a
+//!    legacy upstream's server request until their modern client retries; uses `sessions` and
+//!    `audit`).
 //! 5. [`state`]: the [`Proxy`] every handler shares (the upstream, the sessions, the budgets
-//!    and policies, the metrics), and ending a session; uses layers 1-4 and
-//!    `forward::parked`, the store of parked calls, which itself uses only layer 4.
+//!    and policies, the parked calls, the metrics), and ending a session; uses layers 1-4.
 //! 6. The call engine, a request's life: [`server_request`] (a server-to-client request on its
 //!    way to one client), [`fanout`] (the upstream's own messages to clients), [`forward`] (one
 //!    request: ids, budgets, the tool policy, the outcome, replay once; `forward::call` is the
@@ -60,6 +61,7 @@ pub mod jsonrpc;
 pub mod lint;
 pub mod metrics;
 pub mod outcome;
+pub mod parked;
 pub mod per_client;
 pub mod rate_limits;
 pub mod revision;

@@ -29,7 +29,7 @@ pub struct Proxy {
     pub subscriptions: Subscriptions,
     /// Calls parked on a legacy upstream's server request until their modern client retries
     /// (MRTR bridging, issue 13).
-    pub parked: crate::forward::parked::ParkedCalls,
+    pub parked: crate::parked::ParkedCalls,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.

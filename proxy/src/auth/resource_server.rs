@@ -18,8 +18,8 @@ use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Value, json};
 
 use super::jwks::{KeyCache, KeyError};
-use super::metrics::AuthMetrics;
 use super::principal::{Claims, Principal};
+use crate::metrics::auth::AuthMetrics;
 
 /// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::auth`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

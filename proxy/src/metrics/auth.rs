@@ -1,6 +1,6 @@
-//! The resource server's metrics (`berth_proxy_jwks_fetches_total`), registered by
-//! [`crate::metrics::Metrics`] and counted by [`super::jwks`]. Not responsible for: any other
-//! proxy metric.
+//! The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`), registered by
+//! [`super::Metrics`] and counted by `crate::auth::jwks`. Not responsible for: any other proxy
+//! metric.
 
 use prometheus::{IntCounterVec, Opts, Registry};
 

@@ -1,12 +1,35 @@
 //! Layers without cycles (issue 17): the module graph of each library crate, read from its
 //! sources (see `graph.rs` for what counts as a module and as an edge), has no cycle in
-//! `berth-crds`, `berth-operator` and `berth-proxy`. Needs nothing but the sources.
+//! `berth-crds`, `berth-operator` and `berth-proxy`; and no module of the proxy uses one of a
+//! layer above its own ([`PROXY_LAYERS`], the module map in `proxy/src/lib.rs`). Needs nothing
+//! but the sources.
 
 mod graph;
 
 use std::path::PathBuf;
 
 use graph::{Cycle, Graph};
+
+/// The proxy's layers, bottom first, by top-level module (a module's children are in its
+/// layer): the module map in `proxy/src/lib.rs`. A module uses only modules of its own layer or
+/// below; inside a layer the cycle check keeps the uses one way.
+const PROXY_LAYERS: &[&[&str]] = &[
+    &["jsonrpc", "outcome", "revision", "tasks"],
+    &["telemetry", "metrics", "auth", "rate_limits"],
+    &["upstream", "stdio"],
+    &[
+        "per_client",
+        "sessions",
+        "answer",
+        "subscriptions",
+        "audit",
+        "parked",
+    ],
+    &["state"],
+    &["server_request", "fanout", "forward"],
+    &["front", "admin"],
+    &["server", "lint"],
+];
 
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -59,16 +82,64 @@ fn proxy_module_graph_has_no_cycle() {
     assert_no_cycle("proxy");
 }
 
+/// The layer of `module` in `layers` (by its top-level module); `None` for the crate root and
+/// for a module in no layer.
+fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
+    let top = module.split("::").next().unwrap_or(module);
+    layers.iter().position(|layer| layer.contains(&top))
+}
+
+/// The edges of `graph` from a module to one of a layer above its own, one per line.
+fn upward_edges(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
+    graph
+        .edges()
+        .into_iter()
+        .filter(|(from, to, _)| {
+            matches!(
+                (layer_of(layers, from), layer_of(layers, to)),
+                (Some(from), Some(to)) if to > from
+            )
+        })
+        .map(|(from, to, paths)| format!("{from} -> {to}  ({})", paths.join(", ")))
+        .collect()
+}
+
+#[test]
+fn proxy_modules_use_no_layer_above_their_own() {
+    let graph = crate_graph("proxy");
+    let unplaced: Vec<String> = graph
+        .modules()
+        .into_iter()
+        .filter(|module| module != "crate" && layer_of(PROXY_LAYERS, module).is_none())
+        .collect();
+    assert!(
+        unplaced.is_empty(),
+        "proxy: modules in no layer; place them in PROXY_LAYERS (tests/tests/layers/main.rs) \
+         and in the module map of proxy/src/lib.rs: {unplaced:?}"
+    );
+    let upward = upward_edges(&graph, PROXY_LAYERS);
+    assert!(
+        upward.is_empty(),
+        "proxy: modules using a layer above their own (pass what they need in, or move it \
+         down):\n{}",
+        upward.join("\n")
+    );
+}
+
 /// A crate written to a temporary directory: (path under `src/`, contents).
-fn fixture_cycles(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+fn fixture_graph(files: &[(&str, &str)]) -> Graph {
     let dir = tempfile::tempdir().expect("temp dir");
     for (path, text) in files {
         let path = dir.path().join("src").join(path);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("create dir");
         std::fs::write(&path, text).expect("write fixture");
     }
-    let graph = Graph::load(&dir.path().join("src/lib.rs")).expect("fixture loads");
-    graph
+    Graph::load(&dir.path().join("src/lib.rs")).expect("fixture loads")
+}
+
+/// The cycles of a crate written as [`fixture_graph`].
+fn fixture_cycles(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+    fixture_graph(files)
         .cycles()
         .into_iter()
         .map(|cycle| cycle.modules)
@@ -160,4 +231,26 @@ fn module_graph_test_only_code_is_left_out() {
         ("b/tests.rs", "use crate::a::A;\n"),
     ]);
     assert_eq!(cycles, Vec::<Vec<String>>::new());
+}
+
+#[test]
+fn module_layers_a_child_using_a_layer_above_is_reported() {
+    // No cycle: `low::part` uses `high`, which uses nothing; but `low` is the lower layer.
+    let graph = fixture_graph(&[
+        ("lib.rs", "mod high;\nmod low;\n"),
+        ("high.rs", "pub struct High;\n"),
+        ("low.rs", "mod part;\n"),
+        (
+            "low/part.rs",
+            "pub fn f() -> crate::high::High { crate::high::High }\n",
+        ),
+    ]);
+    assert!(graph.cycles().is_empty());
+    let layers: &[&[&str]] = &[&["low"], &["high"]];
+    assert_eq!(
+        upward_edges(&graph, layers),
+        vec!["low::part -> high  (crate::high::High)"]
+    );
+    let layers: &[&[&str]] = &[&["high"], &["low"]];
+    assert!(upward_edges(&graph, layers).is_empty());
 }

@@ -12,7 +12,7 @@
 //! its own layer named here), never one above and never one that uses it back; inside a module
 //! the same holds for its children (a parent may use its children, a child that also uses its
 //! parent is a cycle).
-//! `tests/tests/layers` fails on any cycle (issue 17).
+//! `tests/tests/layers` fails on any cycle and on a use of a layer above (issue 17).
 //!
 //! 1. The wire format: [`jsonrpc`] (envelopes, error codes, [`jsonrpc::WireMessage`], the
 //!    message as it crossed the wire), [`outcome`] (how a request ended), [`revision`] (the

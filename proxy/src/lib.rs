@@ -44,8 +44,8 @@
 //!    request in flight its steps share). They use layers 1-5; `fanout` uses `server_request`,
 //!    `forward` both.
 //! 7. The fronts: [`front`] (Streamable HTTP on `/mcp`, `front::modern` for MCP 2026-07-28,
-//!    `front::linger` the listener) and [`admin`] (`/metrics`, `/healthz`, `/readyz`). They
-//!    use layers 1-6.
+//!    `front::linger` the listener; uses layers 1-6) and [`admin`] (`/metrics`, `/healthz`,
+//!    `/readyz`; handed only the upstream, the metrics and the drain flag, [`admin::Admin`]).
 //! 8. Start-up wiring: [`server`] (builds [`Proxy`] from the config, serves the fronts, shuts
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).

@@ -228,7 +228,7 @@ pub async fn start_on(
         max_call,
         connect_budget,
         shutdown: shutdown.clone(),
-        draining: AtomicBool::new(false),
+        draining: Arc::new(AtomicBool::new(false)),
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         tool_grants,
@@ -249,7 +249,11 @@ pub async fn start_on(
         ),
         serve(
             admin,
-            crate::admin::router(Arc::clone(&proxy)),
+            crate::admin::router(crate::admin::Admin {
+                upstream: Arc::clone(&proxy.upstream),
+                metrics: Arc::clone(&proxy.metrics),
+                draining: Arc::clone(&proxy.draining),
+            }),
             shutdown.clone(),
         ),
     ];

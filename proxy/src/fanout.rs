@@ -166,9 +166,9 @@ pub fn to_client(
     }
 }
 
-/// Delivers one dedicated (`PerClient`) session's standalone messages to its client: notifications to the
-/// client's GET stream, server requests relayed if the client declared the capability (else
-/// -32601 upstream at once).
+/// Delivers one dedicated (`PerClient`) session's standalone messages to its client:
+/// notifications to the client's GET stream, server requests relayed if the client declared the
+/// capability (else -32601 upstream at once).
 async fn deliver_dedicated(
     client: Weak<DownstreamSession>,
     upstream: Arc<UpstreamSession>,

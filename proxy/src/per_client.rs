@@ -89,8 +89,9 @@ impl Dedicated {
 
     /// A session to replace `lost`: the current one if another caller already recovered,
     /// otherwise one new handshake (single flight per client), shared by every caller that saw
-    /// the loss; `deliver` as for [`Self::listen`]. `None` when it failed, for the caller that ran it and at once for the callers
-    /// that waited for it: one re-handshake per loss, never one per caller.
+    /// the loss; `deliver` as for [`Self::listen`]. `None` when it failed, for the caller that
+    /// ran it and at once for the callers that waited for it: one re-handshake per loss, never
+    /// one per caller.
     ///
     /// # Cancellation
     /// Cancel-safe: a cancelled caller abandons its handshake, and the next caller in line

@@ -41,7 +41,8 @@ pub struct Proxy {
     /// Fires when the proxy stops serving; long-lived streams end with it. The upstream session
     /// outlives it until in-flight requests have finished.
     pub shutdown: CancellationToken,
-    /// Set when a drain began ([`crate::server::RunningProxy::drain`]): `/readyz` answers 503 `draining`.
+    /// Set when a drain began ([`crate::server::RunningProxy::drain`]): `/readyz` answers 503
+    /// `draining`. Shared with the admin endpoints ([`crate::admin::Admin`]).
     pub draining: Arc<AtomicBool>,
     /// `session.strategy`.
     pub strategy: SessionStrategy,

@@ -42,7 +42,7 @@ pub(super) struct Call {
     pub(super) started: Instant,
     pub(super) finished: bool,
     /// The original request, kept for the retries of an `input_required` result bridged for a
-    /// legacy client ([`input_required`]); `None` when no bridge can apply.
+    /// legacy client ([`super::input_required`]); `None` when no bridge can apply.
     pub(super) retry_body: Option<WireMessage>,
     /// Rounds of input bridged so far.
     pub(super) input_rounds: u32,

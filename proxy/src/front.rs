@@ -128,7 +128,7 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Respo
         .get::<Principal>()
         .cloned()
         .map(Arc::new);
-    match body::read(&proxy, request).await {
+    match body::read(&proxy.metrics, request).await {
         Ok((headers, body)) => client_message(&proxy, &headers, &body, caller)
             .await
             .into_response(),
@@ -150,7 +150,7 @@ async fn client_message(
         Ok(value) => value,
         Err(_) => {
             return refused(
-                proxy,
+                &proxy.metrics,
                 "parse",
                 StatusCode::BAD_REQUEST,
                 &Value::Null,
@@ -202,7 +202,7 @@ async fn classified(
             _ => Value::Null,
         };
         return audited(refused(
-            proxy,
+            &proxy.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             &id,
@@ -230,7 +230,7 @@ async fn classified(
     };
     if header.is_none() {
         return audited(refused(
-            proxy,
+            &proxy.metrics,
             "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
@@ -242,7 +242,7 @@ async fn classified(
         return audited(answer);
     }
     let Some(session) = live else {
-        return audited(unknown_session(proxy, &request_id));
+        return audited(unknown_session(&proxy.metrics, &request_id));
     };
     match message {
         Message::Request { id, method, body } => {
@@ -307,7 +307,7 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        proxy,
+        &proxy.metrics,
         reason,
         status,
         &Value::Null,
@@ -373,7 +373,7 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        proxy,
+        &proxy.metrics,
         "params",
         StatusCode::BAD_REQUEST,
         &id,
@@ -388,7 +388,7 @@ fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
         Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
     };
     refused(
-        proxy,
+        &proxy.metrics,
         reason,
         StatusCode::BAD_REQUEST,
         &id,
@@ -422,7 +422,7 @@ async fn notification(
         // `notifications/*`): forwarding it would skip the tool policy, drift checks and
         // outcome accounting, and an upstream may crash on it. Refused; nothing is forwarded.
         _ if !method.starts_with("notifications/") => refused(
-            proxy,
+            &proxy.metrics,
             "request_without_id",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -473,7 +473,7 @@ async fn handle_get(
         return answer.into_response();
     }
     let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
-        return unknown_session(&proxy, &Value::Null).into_response();
+        return unknown_session(&proxy.metrics, &Value::Null).into_response();
     };
     if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
         match session.resume(last_event_id) {
@@ -554,13 +554,13 @@ async fn handle_delete(
         .get_quiet(header)
         .is_some_and(|session| !session.admits(caller.as_deref()))
     {
-        return unknown_session(&proxy, &Value::Null).into_response();
+        return unknown_session(&proxy.metrics, &Value::Null).into_response();
     }
     // A signed id from another replica is ended here too, so it is not adopted later.
     let _ = live_session(&proxy, header, caller.as_deref());
     if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        unknown_session(&proxy, &Value::Null).into_response()
+        unknown_session(&proxy.metrics, &Value::Null).into_response()
     }
 }

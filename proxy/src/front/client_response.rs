@@ -34,7 +34,7 @@ pub(super) async fn relay(
     if let Some(problem) = malformed(id, &body) {
         let id = if usable_id(id) { id } else { &Value::Null };
         return refused(
-            proxy,
+            &proxy.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             id,
@@ -44,7 +44,7 @@ pub(super) async fn relay(
     }
     let Some(pending) = session.take_server_request(id) else {
         return refused(
-            proxy,
+            &proxy.metrics,
             "unexpected_response",
             StatusCode::BAD_REQUEST,
             id,

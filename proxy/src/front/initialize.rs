@@ -34,7 +34,7 @@ pub async fn handle(
     if let Some(header) = header {
         if super::session::live_session(proxy, header, caller).is_some() {
             return refused(
-                proxy,
+                &proxy.metrics,
                 "reinitialize",
                 StatusCode::BAD_REQUEST,
                 id,
@@ -42,7 +42,7 @@ pub async fn handle(
                 "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
             );
         }
-        return super::refusal::unknown_session(proxy, id);
+        return super::refusal::unknown_session(&proxy.metrics, id);
     }
     let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
     let requested = params

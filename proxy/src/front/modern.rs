@@ -72,7 +72,7 @@ pub async fn handle(
     };
     let Message::Request { id, method, body } = message else {
         return refused(
-            proxy,
+            &proxy.metrics,
             "modern_message",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -82,7 +82,7 @@ pub async fn handle(
     };
     if REMOVED_METHODS.contains(&method.as_str()) {
         return refused(
-            proxy,
+            &proxy.metrics,
             "removed_method",
             StatusCode::NOT_FOUND,
             &id,

@@ -39,10 +39,11 @@
 //! 5. [`state`]: the [`Proxy`] every handler shares (the upstream, the sessions, the budgets
 //!    and policies, the parked calls, the metrics), and ending a session; uses layers 1-4.
 //! 6. The call engine, a request's life: [`server_request`] (a server-to-client request on its
-//!    way to one client), [`fanout`] (the upstream's own messages to clients), [`forward`] (one
-//!    request: ids, budgets, the tool policy, the outcome, replay once; `forward::call` is the
-//!    request in flight its steps share). They use layers 1-5; `fanout` uses `server_request`,
-//!    `forward` both.
+//!    way to one client), [`fanout`] (the upstream's own messages to clients; handed the
+//!    upstream, the sessions, the subscriptions and the metrics, [`fanout::Fanout`]),
+//!    [`forward`] (one request: ids, budgets, the tool policy, the outcome, replay once;
+//!    `forward::call` is the request in flight its steps share). They use layers 1-5; `fanout`
+//!    uses `server_request`, `forward` both.
 //! 7. The fronts: [`front`] (Streamable HTTP on `/mcp`, `front::modern` for MCP 2026-07-28,
 //!    `front::linger` the listener; uses layers 1-6) and [`admin`] (`/metrics`, `/healthz`,
 //!    `/readyz`; handed only the upstream, the metrics and the drain flag, [`admin::Admin`]).

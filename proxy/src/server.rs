@@ -220,8 +220,8 @@ pub async fn start_on(
     };
     let proxy = Arc::new(Proxy {
         upstream,
-        sessions,
-        subscriptions: Subscriptions::default(),
+        sessions: Arc::new(sessions),
+        subscriptions: Arc::new(Subscriptions::default()),
         parked: Default::default(),
         metrics,
         call_budget,
@@ -271,7 +271,12 @@ pub async fn start_on(
             upstream_stop.clone(),
         )),
         tokio::spawn(crate::fanout::run(
-            Arc::clone(&proxy),
+            crate::fanout::Fanout {
+                upstream: Arc::clone(&proxy.upstream),
+                sessions: Arc::clone(&proxy.sessions),
+                subscriptions: Arc::clone(&proxy.subscriptions),
+                metrics: Arc::clone(&proxy.metrics),
+            },
             server_messages_rx,
             upstream_stop.clone(),
         )),

@@ -24,9 +24,9 @@ pub struct Proxy {
     /// The shared upstream session.
     pub upstream: Arc<Upstream>,
     /// Downstream sessions.
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
     /// Resource subscriptions per client.
-    pub subscriptions: Subscriptions,
+    pub subscriptions: Arc<Subscriptions>,
     /// Calls parked on a legacy upstream's server request until their modern client retries
     /// (MRTR bridging, issue 13).
     pub parked: crate::parked::ParkedCalls,

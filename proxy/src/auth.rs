@@ -5,7 +5,7 @@
 //! Module map: [`bearer`] (the static token), [`resource_server`] (token validation),
 //! [`grants`] (which tools each caller may use),
 //! [`jwks`] (the authorization server's keys, discovered and cached), [`principal`] (the
-//! caller a token names).
+//! caller a token names). Its metrics are in `crate::metrics::auth`.
 //!
 //! Not responsible for: upstream credentials (the proxy's own `upstream.headers`); the client's
 //! token never goes upstream.
@@ -19,8 +19,8 @@ pub mod resource_server;
 use std::sync::Arc;
 
 use berth_crds::DownstreamAuth as AuthConfig;
-use prometheus::{IntCounterVec, Opts, Registry};
 
+pub use crate::metrics::auth::AuthMetrics;
 pub use bearer::BearerToken;
 pub use principal::Principal;
 pub use resource_server::{Rejection, ResourceServer};
@@ -73,11 +73,8 @@ impl DownstreamAuth {
 }
 
 /// Fetches the authorization server's keys at start and every `jwksRefresh`, until `stop`
-/// fires; returns at once without OAuth.
-pub async fn refresh_keys(proxy: Arc<crate::Proxy>, stop: tokio_util::sync::CancellationToken) {
-    let Some(DownstreamAuth::OAuth(server)) = &proxy.downstream_auth else {
-        return;
-    };
+/// fires.
+pub async fn refresh_keys(server: Arc<ResourceServer>, stop: tokio_util::sync::CancellationToken) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
@@ -87,37 +84,5 @@ pub async fn refresh_keys(proxy: Arc<crate::Proxy>, stop: tokio_util::sync::Canc
             () = stop.cancelled() => return,
             () = tokio::time::sleep(server.refresh_interval()) => {}
         }
-    }
-}
-
-/// The resource server's metrics.
-#[derive(Clone)]
-pub struct AuthMetrics {
-    /// `berth_proxy_jwks_fetches_total{result}`: fetches of the authorization server's key set
-    /// (with discovery when not yet known), `ok` or `error`.
-    pub jwks_fetches: IntCounterVec,
-}
-
-impl AuthMetrics {
-    /// Creates the metrics and registers them with `registry`.
-    ///
-    /// # Panics
-    /// When a metric of the same name is already registered (a programming error).
-    pub fn register(registry: &Registry) -> Self {
-        let jwks_fetches = IntCounterVec::new(
-            Opts::new(
-                "berth_proxy_jwks_fetches_total",
-                "fetches of the authorization server's signing keys, by result (ok, error)",
-            ),
-            &["result"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(jwks_fetches.clone()))
-            .expect("unique metric");
-        for result in ["ok", "error"] {
-            jwks_fetches.with_label_values(&[result]);
-        }
-        Self { jwks_fetches }
     }
 }

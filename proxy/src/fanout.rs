@@ -8,8 +8,9 @@
 //!   declared the capability; otherwise the upstream gets -32601 at once and
 //!   `berth_proxy_server_requests_total{result="refused"}` moves.
 //! - On every new upstream session, resource subscriptions are re-established.
+//! - A dedicated (`PerClient`) upstream session's messages reach its one client ([`to_client`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -17,22 +18,38 @@ use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::Message;
 use crate::jsonrpc::WireMessage;
-use crate::server::Proxy;
+use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
+use crate::sessions::Sessions;
+use crate::subscriptions::Subscriptions;
+use crate::upstream::{Upstream, UpstreamSession};
+
+/// What the fan-out reads: the shared upstream, the client sessions and their resource
+/// subscriptions, the metrics.
+pub struct Fanout {
+    /// The shared upstream: its standalone stream's sessions and tool list.
+    pub upstream: Arc<Upstream>,
+    /// The client sessions messages go to.
+    pub sessions: Arc<Sessions>,
+    /// Which clients are subscribed to which resource.
+    pub subscriptions: Arc<Subscriptions>,
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+}
 
 /// Runs until `shutdown` fires or the upstream's message channel closes.
 pub async fn run(
-    proxy: Arc<Proxy>,
+    fanout: Fanout,
     mut messages: mpsc::Receiver<WireMessage>,
     shutdown: CancellationToken,
 ) {
-    let mut sessions = proxy.upstream.watch_sessions();
+    let mut sessions = fanout.upstream.watch_sessions();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             message = messages.recv() => match message {
-                Some(message) => dispatch(&proxy, message),
+                Some(message) => dispatch(&fanout, message),
                 None => return,
             },
             changed = sessions.changed() => {
@@ -41,14 +58,14 @@ pub async fn run(
                 }
                 let session = sessions.borrow_and_update().clone();
                 if let Some(session) = session {
-                    resubscribe(&proxy, &session);
+                    resubscribe(&fanout, &session);
                 }
             }
         }
     }
 }
 
-fn dispatch(proxy: &Proxy, message: WireMessage) {
+fn dispatch(fanout: &Fanout, message: WireMessage) {
     match Message::classify(message.clone()) {
         Ok(Message::Notification { method, body }) => match method.as_str() {
             "notifications/resources/updated" => {
@@ -57,9 +74,9 @@ fn dispatch(proxy: &Proxy, message: WireMessage) {
                     .and_then(|p| p.get("uri"))
                     .and_then(Value::as_str)
                     .unwrap_or_default();
-                for id in proxy.subscriptions.subscribers(uri) {
-                    if let Some(session) = proxy.sessions.get_quiet(&id) {
-                        deliver(proxy, &session, message.clone());
+                for id in fanout.subscriptions.subscribers(uri) {
+                    if let Some(session) = fanout.sessions.get_quiet(&id) {
+                        deliver(fanout, &session, message.clone());
                     }
                 }
             }
@@ -68,27 +85,27 @@ fn dispatch(proxy: &Proxy, message: WireMessage) {
             }
             _ => {
                 if method == "notifications/tools/list_changed" {
-                    proxy.upstream.refresh_tools();
+                    fanout.upstream.refresh_tools();
                 }
-                for session in proxy.sessions.all() {
-                    deliver(proxy, &session, message.clone());
+                for session in fanout.sessions.all() {
+                    deliver(fanout, &session, message.clone());
                 }
             }
         },
-        Ok(Message::Request { id, method, .. }) => server_request(proxy, message, id, &method),
+        Ok(Message::Request { id, method, .. }) => server_request(fanout, message, id, &method),
         Ok(Message::Response { .. }) => {
-            let routed = proxy
+            let routed = fanout
                 .upstream
                 .current()
                 .is_some_and(|session| session.route_response(message).is_ok());
-            late_response(&proxy.metrics, routed);
+            late_response(&fanout.metrics, routed);
         }
         Err(_) => tracing::debug!("ignored a malformed message on the standalone stream"),
     }
 }
 
 /// Counts a response that arrived on the standalone stream (issue 12, item 3).
-pub(crate) fn late_response(metrics: &crate::metrics::Metrics, routed: bool) {
+pub(crate) fn late_response(metrics: &Metrics, routed: bool) {
     let result = if routed { "routed" } else { "unmatched" };
     metrics
         .standalone_responses
@@ -99,19 +116,19 @@ pub(crate) fn late_response(metrics: &crate::metrics::Metrics, routed: bool) {
     }
 }
 
-fn deliver(proxy: &Proxy, session: &DownstreamSession, message: WireMessage) {
+fn deliver(fanout: &Fanout, session: &DownstreamSession, message: WireMessage) {
     if !session.push_standalone(message) {
-        proxy.metrics.server_messages_dropped.inc();
+        fanout.metrics.server_messages_dropped.inc();
     }
 }
 
-fn server_request(proxy: &Proxy, message: WireMessage, upstream_id: Value, method: &str) {
-    let Some(upstream) = proxy.upstream.current() else {
+fn server_request(fanout: &Fanout, message: WireMessage, upstream_id: Value, method: &str) {
+    let Some(upstream) = fanout.upstream.current() else {
         return;
     };
-    let metrics = &proxy.metrics;
+    let metrics = &fanout.metrics;
     // Modern clients' listen streams carry no server requests (MCP 2026-07-28).
-    let legacy: Vec<_> = proxy
+    let legacy: Vec<_> = fanout
         .sessions
         .all()
         .into_iter()
@@ -134,21 +151,67 @@ fn server_request(proxy: &Proxy, message: WireMessage, upstream_id: Value, metho
     }
 }
 
-fn resubscribe(proxy: &Proxy, session: &Arc<crate::upstream::UpstreamSession>) {
+fn resubscribe(fanout: &Fanout, session: &Arc<crate::upstream::UpstreamSession>) {
     if session.era() == crate::upstream::era::UpstreamEra::Modern {
         // The new session's listen stream carries them.
-        for uri in proxy.subscriptions.uris() {
+        for uri in fanout.subscriptions.uris() {
             session.set_listen_uri(&uri, true);
         }
         return;
     }
-    for uri in proxy.subscriptions.uris() {
+    for uri in fanout.subscriptions.uris() {
         let message = json!({
             "jsonrpc": "2.0",
             "id": session.next_request_id(),
             "method": "resources/subscribe",
             "params": { "uri": uri },
         });
-        crate::forward::send_in_background(Arc::clone(session), message);
+        crate::upstream::control::send_in_background(Arc::clone(session), message);
+    }
+}
+
+/// What delivers a dedicated (`PerClient`) upstream session's standalone messages to `client`,
+/// for [`crate::per_client::Dedicated::listen`]: spawns [`deliver_dedicated`].
+pub fn to_client(
+    client: Weak<DownstreamSession>,
+    metrics: Arc<Metrics>,
+) -> impl FnOnce(Arc<UpstreamSession>, mpsc::Receiver<WireMessage>) {
+    move |upstream, messages| {
+        tokio::spawn(deliver_dedicated(client, upstream, messages, metrics));
+    }
+}
+
+/// Delivers one dedicated (`PerClient`) session's standalone messages to its client:
+/// notifications to the client's GET stream, server requests relayed if the client declared the
+/// capability (else -32601 upstream at once).
+async fn deliver_dedicated(
+    client: Weak<DownstreamSession>,
+    upstream: Arc<UpstreamSession>,
+    mut messages: mpsc::Receiver<WireMessage>,
+    metrics: Arc<Metrics>,
+) {
+    while let Some(message) = messages.recv().await {
+        let Some(client) = client.upgrade() else {
+            return;
+        };
+        match Message::classify(message.clone()) {
+            Ok(Message::Request { id, method, .. }) => {
+                if let Some(message) =
+                    server_request::register(&client, &upstream, message, id, &method, &metrics)
+                {
+                    server_request::push_standalone(&client, &upstream, message, &metrics);
+                }
+            }
+            Ok(Message::Notification { .. }) => {
+                let delivered = client.push_standalone(message);
+                if !delivered {
+                    metrics.server_messages_dropped.inc();
+                }
+            }
+            Ok(Message::Response { .. }) => {
+                late_response(&metrics, upstream.route_response(message).is_ok());
+            }
+            _ => {}
+        }
     }
 }

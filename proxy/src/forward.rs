@@ -8,15 +8,15 @@
 //! nothing else is ever replayed (failure 3). Every request ends in exactly one [`Outcome`],
 //! recorded once, including when the client goes away mid-call (the `Call` drop guard).
 
+mod call;
 mod input_required;
 mod legacy_over_modern;
-pub mod parked;
 mod refusal;
 mod relay;
 
 use crate::jsonrpc::Pointer as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::http::StatusCode;
 use futures::StreamExt;
@@ -32,216 +32,19 @@ use crate::jsonrpc;
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Era;
 use crate::outcome::Outcome;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 use crate::telemetry::spans;
-use crate::upstream::era::{self, UpstreamEra};
+use crate::upstream::era::UpstreamEra;
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
+use call::{Call, Ending, rewrite, session_lost, timeout_answer, upstream_failure};
 use refusal::Refusal;
+
+pub use crate::parked;
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;
-/// Budget for proxy-originated messages to the upstream (cancellations, answers to server
-/// requests); they never block a caller.
-const CONTROL_BUDGET: Duration = Duration::from_secs(5);
-
-/// One request in flight: ends in exactly one outcome, recorded once.
-struct Call {
-    proxy: Arc<Proxy>,
-    session: Arc<DownstreamSession>,
-    upstream: Arc<UpstreamSession>,
-    downstream_id: Value,
-    upstream_id: u64,
-    method: String,
-    tool: Option<String>,
-    progress_token: Option<Value>,
-    /// The client's `Accept` excludes `text/event-stream`: a streamed upstream reply is
-    /// collected and answered as one JSON response.
-    json_only: bool,
-    started: Instant,
-    finished: bool,
-    /// The original request, kept for the retries of an `input_required` result bridged for a
-    /// legacy client ([`input_required`]); `None` when no bridge can apply.
-    retry_body: Option<WireMessage>,
-    /// Rounds of input bridged so far.
-    input_rounds: u32,
-    /// The OAuth caller, for its tool grants (`tools.grants`).
-    caller: Option<Arc<Principal>>,
-    /// What the audit line of a `tools/call` reports; `None` for other methods.
-    facts: Option<CallFacts>,
-    /// The request's server span (issue 16; [`Span::none`] while traces are off).
-    span: Span,
-    /// The client span of the current exchange with the upstream.
-    attempt: Span,
-}
-
-impl Call {
-    /// Records `outcome`, frees the request id, and tells the upstream to stop when the outcome
-    /// means it may still be working.
-    fn finish(mut self, outcome: Outcome) {
-        self.end(outcome);
-    }
-
-    fn end(&mut self, outcome: Outcome) {
-        if std::mem::replace(&mut self.finished, true) {
-            return;
-        }
-        let elapsed = self.started.elapsed();
-        self.ending(Era::of(&self.session)).record(outcome);
-        spans::record_outcome(&self.attempt, outcome);
-        self.session.finish(&self.downstream_id);
-        tracing::debug!(
-            mcp.session_id = self.session.id(),
-            mcp.method = %self.method,
-            mcp.request_id = %self.downstream_id,
-            outcome = outcome.as_label(),
-            elapsed_ms = elapsed.as_millis() as u64,
-            "request finished"
-        );
-        if matches!(outcome, Outcome::Timeout | Outcome::Cancelled) {
-            send_cancelled(Arc::clone(&self.upstream), self.upstream_id, outcome);
-        }
-    }
-
-    /// How this call's end is recorded, as a request of `era`.
-    fn ending(&self, era: Era) -> Ending<'_> {
-        Ending {
-            proxy: &self.proxy,
-            method: &self.method,
-            tool: self.tool.as_deref(),
-            started: self.started,
-            era,
-            facts: self.facts.as_ref(),
-            span: &self.span,
-        }
-    }
-
-    /// Maps an upstream message of this call back to the client's id and progress token;
-    /// every other byte stays as the upstream sent it (issue 12, item 6).
-    fn restore(&self, mut message: WireMessage) -> WireMessage {
-        if message.get("id") == Some(&json!(self.upstream_id)) {
-            message.set_id(&self.downstream_id);
-        }
-        if let Some(original) = &self.progress_token
-            && message.at("/params/progressToken") == Some(&progress_token_for(self.upstream_id))
-        {
-            message.set(&["params", "progressToken"], original);
-        }
-        message
-    }
-
-    /// The final response as the client sees it: [`Self::restore`]d, and for `tools/list`
-    /// without the tools the policy hides or the caller's grants do not name (the only rewrite
-    /// of a result, made only when a tool is hidden).
-    fn finalize(&self, message: WireMessage) -> WireMessage {
-        let mut message = self.restore(message);
-        let policy = &self.proxy.tools_policy;
-        let grants = self.proxy.tool_grants.as_ref();
-        let caller = self.caller.as_deref();
-        let shown = |tool: &Value| {
-            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            let read_only = crate::upstream::tools::is_read_only(tool);
-            policy.exposes(name, read_only)
-                && grants.is_none_or(|grants| grants.allows(caller, name, read_only))
-        };
-        let hides = |message: &WireMessage| {
-            message
-                .at("/result/tools")
-                .and_then(Value::as_array)
-                .is_some_and(|tools| !tools.iter().all(shown))
-        };
-        if self.method == "tools/list" && hides(&message) && message.is_partial() {
-            // Re-serializing would lose what the view cannot hold; hiding nothing would break
-            // the policy. Neither: the client gets an error.
-            return jsonrpc::error_response(
-                &self.downstream_id,
-                jsonrpc::INTERNAL_ERROR,
-                "the upstream's tools/list result is nested too deeply to be filtered by the tool policy",
-                None,
-            )
-            .into();
-        }
-        if self.method == "tools/list" && hides(&message) {
-            message.rebuild(|view| {
-                if let Some(tools) = view
-                    .pointer_mut("/result/tools")
-                    .and_then(Value::as_array_mut)
-                {
-                    tools.retain(shown);
-                }
-            });
-        }
-        // With grants each caller's listing is its own: never marked shareable between
-        // callers (MCP 2026-07-28 `cacheScope`).
-        if self.method == "tools/list" && grants.is_some() {
-            keep_private(&mut message);
-        }
-        message
-    }
-
-    fn is_final(&self, message: &Value) -> bool {
-        (message.get("result").is_some() || message.get("error").is_some())
-            && message.get("id") == Some(&json!(self.upstream_id))
-    }
-
-    fn error(&self, code: i64, message: &str, outcome: Outcome) -> Answer {
-        Answer::error_with_data(
-            StatusCode::OK,
-            &self.downstream_id,
-            code,
-            message,
-            json!({ "outcome": outcome.as_label(), "retryable": true }),
-        )
-    }
-}
-
-impl Drop for Call {
-    fn drop(&mut self) {
-        // The client disconnected (or the handler was dropped) before an outcome.
-        self.end(Outcome::Cancelled);
-    }
-}
-
-/// The progress token the upstream sees for the request with `upstream_id`.
-/// Where a request's end is recorded, once: its `berth_proxy_requests_total` /
-/// `berth_proxy_tool_calls_total` sample and, for a `tools/call`, its audit line
-/// ([`crate::audit`]).
-pub(crate) struct Ending<'a> {
-    proxy: &'a Proxy,
-    method: &'a str,
-    tool: Option<&'a str>,
-    started: Instant,
-    era: Era,
-    facts: Option<&'a CallFacts>,
-    span: &'a Span,
-}
-
-impl Ending<'_> {
-    /// Records `outcome`, timed from receipt.
-    pub(crate) fn record(&self, outcome: Outcome) {
-        let elapsed = self.started.elapsed();
-        self.proxy
-            .metrics
-            .record(self.method, self.tool, outcome, elapsed, self.era);
-        if let Some(facts) = self.facts {
-            self.proxy.auditor.tool_call(facts, outcome, elapsed);
-        }
-        spans::record_outcome(self.span, outcome);
-    }
-}
-
-/// Marks a result `cacheScope: "private"` where the upstream said otherwise (a listing made
-/// for one caller must not be shared with another); a result without the member is left as
-/// it is.
-fn keep_private(message: &mut WireMessage) {
-    if message
-        .at("/result/cacheScope")
-        .is_some_and(|scope| scope != "private")
-    {
-        message.set(&["result", "cacheScope"], &json!("private"));
-    }
-}
 
 /// A request the proxy answers itself: its outcome recorded once, then its answer under `id`.
 fn refuse(ending: &Ending<'_>, id: &Value, refusal: Refusal) -> Answer {
@@ -268,35 +71,6 @@ impl refusal::Catalogue for crate::upstream::Upstream {
     }
 }
 
-fn progress_token_for(upstream_id: u64) -> Value {
-    json!(format!("berth-{upstream_id}"))
-}
-
-fn send_cancelled(upstream: Arc<UpstreamSession>, upstream_id: u64, outcome: Outcome) {
-    let reason = match outcome {
-        Outcome::Timeout => "request timed out at the berth proxy",
-        _ => "request cancelled by the client",
-    };
-    let message = json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": { "requestId": upstream_id, "reason": reason },
-    });
-    send_in_background(upstream, message);
-}
-
-/// Sends a proxy-originated message upstream without blocking anyone (bounded by
-/// [`CONTROL_BUDGET`]).
-pub(crate) fn send_in_background(upstream: Arc<UpstreamSession>, message: impl Into<WireMessage>) {
-    let message = message.into();
-    tokio::spawn(async move {
-        let sent = tokio::time::timeout(CONTROL_BUDGET, upstream.send(&message)).await;
-        if !matches!(sent, Ok(Ok(_))) {
-            tracing::debug!("failed to send a control message upstream");
-        }
-    });
-}
-
 /// Forwards a downstream request and produces the client's answer: JSON, or an SSE stream when
 /// the upstream streams its reply and the client accepts `text/event-stream`. For a client
 /// whose `Accept` names only JSON (`json_only`), a streamed reply is collected into its final
@@ -313,7 +87,7 @@ pub async fn request(
     caller: Option<Arc<Principal>>,
 ) -> Answer {
     let started = Instant::now();
-    let era = Era::of(&session);
+    let era = session.era();
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
     // The server span the front opened for this request.
     let span = if crate::telemetry::enabled() {
@@ -422,9 +196,14 @@ pub async fn request(
             }
         };
     }
-    if let Some(answer) =
-        crate::subscriptions::local_answer(&proxy, &session, &upstream, &id, &method, &body)
-    {
+    if let Some(answer) = crate::subscriptions::local_answer(
+        &proxy.subscriptions,
+        &session,
+        &upstream,
+        &id,
+        &method,
+        &body,
+    ) {
         session.finish(&id);
         ending.record(Outcome::Ok);
         return answer;
@@ -662,42 +441,6 @@ async fn relay_reply(
     }
 }
 
-/// Rewrites the message as the upstream sees it: upstream id and, if the client asked for
-/// progress, the upstream-side progress token; and the `_meta` fields of the client's hop as
-/// the upstream's era wants them: removed for a legacy upstream (a modern client's), filled in
-/// from the client's session for a modern one (a legacy client's `initialize`; issue 13).
-/// Nothing else changes, byte for byte.
-fn rewrite(body: &mut WireMessage, call: &Call) {
-    body.set_id(&json!(call.upstream_id));
-    if call.progress_token.is_some() {
-        body.set(
-            &["params", "_meta", "progressToken"],
-            &progress_token_for(call.upstream_id),
-        );
-    }
-    match call.upstream.era() {
-        UpstreamEra::Legacy if call.session.is_modern() => era::strip_client_hop(body),
-        UpstreamEra::Legacy => {}
-        UpstreamEra::Modern => era::fill_meta(
-            body,
-            call.upstream.protocol_version(),
-            &call.session.client_hop(),
-        ),
-    }
-}
-
-fn timeout_answer(call: Call) -> Answer {
-    let answer = Answer::error_with_data(
-        StatusCode::OK,
-        &call.downstream_id,
-        jsonrpc::REQUEST_TIMEOUT,
-        "request timed out at the berth proxy",
-        json!({ "outcome": Outcome::Timeout.as_label(), "timeoutMs": call.proxy.call_budget.as_millis() as u64 }),
-    );
-    call.finish(Outcome::Timeout);
-    answer
-}
-
 /// A session to replace the lost one of `call`, waiting at most until `deadline` (and the
 /// connect budget): the shared supervisor's next session, or the client's own re-handshake.
 /// Either way one attempt per loss, shared by every caller that saw it; its failure ends the
@@ -706,9 +449,10 @@ async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<Upst
     let proxy = &call.proxy;
     match call.session.dedicated() {
         Some(dedicated) => {
-            let client = Arc::downgrade(&call.session);
+            let deliver =
+                crate::fanout::to_client(Arc::downgrade(&call.session), Arc::clone(&proxy.metrics));
             dedicated
-                .recover(&call.upstream, client, Arc::clone(&proxy.metrics))
+                .recover(&call.upstream, &proxy.metrics, deliver)
                 .await
         }
         None => {
@@ -717,136 +461,5 @@ async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<Upst
             let budget = remaining.min(proxy.connect_budget);
             proxy.upstream.recover(&call.upstream, budget).await
         }
-    }
-}
-
-/// The session was lost and could not be recovered for this call: the client gets a retryable
-/// error and its downstream session ends, so its next request gets 404 and it starts over
-/// (field case BR-04).
-fn session_lost(call: Call) -> Answer {
-    if call.session.dedicated().is_none() {
-        call.proxy.upstream.report_lost(&call.upstream, "not_found");
-    }
-    call.proxy.end_session(call.session.id());
-    let answer = call.error(
-        jsonrpc::SESSION_LOST,
-        "upstream session was lost and could not be recovered; start a new session",
-        Outcome::SessionLost,
-    );
-    call.finish(Outcome::SessionLost);
-    answer
-}
-
-fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
-    tracing::warn!(
-        mcp.session_id = call.session.id(),
-        mcp.method = %call.method,
-        mcp.request_id = %call.downstream_id,
-        upstream_session_id = call.upstream.id().unwrap_or_default(),
-        protocol_version = call.upstream.protocol_version(),
-        error = %crate::upstream::error_chain(error),
-        kind = error.kind(),
-        "upstream request failed"
-    );
-    if let UpstreamError::Gone(_) = error {
-        // The stdio child of this session ended: its state is gone with it, so the call ends
-        // `session_lost` and so does the client's session; its next session gets a new child.
-        if call.session.dedicated().is_none() {
-            call.proxy.upstream.report_lost(&call.upstream, "exited");
-        }
-        call.proxy.end_session(call.session.id());
-        let answer = call.error(
-            jsonrpc::SESSION_LOST,
-            "upstream MCP server process ended; start a new session",
-            Outcome::SessionLost,
-        );
-        call.finish(Outcome::SessionLost);
-        return answer;
-    }
-    if let UpstreamError::Status { status, body } = error {
-        // The upstream refused the request with a JSON-RPC error in an HTTP error (the Node SDK
-        // answers malformed params with 400 and -32700): that is the upstream's answer to this
-        // request, so the client gets it under its own id, counted as rpc_error.
-        if let Some(mut rpc_error) = WireMessage::parse(body.as_bytes())
-            .ok()
-            .filter(|message| message.get("error").is_some())
-        {
-            rpc_error.set_id(&call.downstream_id);
-            // A modern client reads the status too (MCP 2026-07-28, "Streamable HTTP": 400
-            // for header, version and capability errors): it gets the upstream's.
-            let status = if call.session.is_modern() {
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
-            } else {
-                StatusCode::OK
-            };
-            let answer = Answer::Json {
-                status,
-                body: rpc_error,
-                session: None,
-            };
-            call.finish(Outcome::RpcError);
-            return answer;
-        }
-        let answer = Answer::error_with_data(
-            StatusCode::OK,
-            &call.downstream_id,
-            jsonrpc::UPSTREAM_ERROR,
-            &format!("upstream MCP server answered HTTP {status}"),
-            json!({
-                "outcome": Outcome::UpstreamUnavailable.as_label(),
-                "retryable": *status >= 500,
-                "upstreamStatus": status,
-                "upstreamReason": body,
-            }),
-        );
-        call.finish(Outcome::UpstreamUnavailable);
-        return answer;
-    }
-    if matches!(
-        error,
-        UpstreamError::Send(_) | UpstreamError::Read(_) | UpstreamError::Malformed(_)
-    ) {
-        // The connection failed or broke mid-reply (a reset SSE stream is `Malformed`): the
-        // upstream may be gone. The supervisor pings it at once, so readiness drops now rather
-        // than at the next liveness interval.
-        call.proxy.upstream.check_reachable();
-    }
-    let message = match error {
-        // Sizes only: no upstream internals reach the client.
-        UpstreamError::TooLong { .. } => error.to_string(),
-        _ => "upstream MCP server failed to answer".to_owned(),
-    };
-    let answer = call.error(
-        jsonrpc::UPSTREAM_ERROR,
-        &message,
-        Outcome::UpstreamUnavailable,
-    );
-    call.finish(Outcome::UpstreamUnavailable);
-    answer
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_listing_for_one_caller_is_never_marked_public() {
-        let mut public = WireMessage::from(json!({"jsonrpc": "2.0", "id": 1,
-            "result": {"tools": [], "cacheScope": "public", "ttlMs": 300000}}));
-        keep_private(&mut public);
-        assert_eq!(
-            public.pointer("/result/cacheScope"),
-            Some(&json!("private"))
-        );
-        assert!(
-            public.text().contains(r#""cacheScope":"private""#),
-            "{}",
-            public.text()
-        );
-        assert_eq!(public.pointer("/result/ttlMs"), Some(&json!(300000)));
-        let mut silent =
-            WireMessage::from(json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": []}}));
-        keep_private(&mut silent);
-        assert_eq!(silent.pointer("/result/cacheScope"), None);
     }
 }

@@ -6,13 +6,17 @@
 //! revision 2025-03-26, are refused with -32600); a non-initialize message needs a live
 //! `Mcp-Session-Id` (missing -> 400, unknown or expired -> 404); errors echo the request id.
 
+mod accept;
 mod auth;
 mod body;
 mod client_response;
 mod origin;
+mod refusal;
+mod session;
 
 pub(crate) mod era;
 mod initialize;
+pub mod linger;
 mod modern;
 
 use std::sync::Arc;
@@ -31,14 +35,15 @@ use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::forward;
 use crate::jsonrpc::{self, Invalid, Message};
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
+use crate::state::Proxy;
 use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
-
-/// Largest request body accepted, in bytes (16 MiB).
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
+pub use body::MAX_BODY_BYTES;
+use refusal::{refused, unknown_session};
+use session::live_session;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
 pub fn router(proxy: Arc<Proxy>) -> Router {
@@ -116,37 +121,6 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
-/// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
-/// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
-///
-/// A session bound to another OAuth identity is unknown to `caller` too
-/// ([`DownstreamSession::admits`]).
-fn live_session(
-    proxy: &Proxy,
-    id: &str,
-    caller: Option<&Principal>,
-) -> Option<Arc<DownstreamSession>> {
-    let session = live_session_of_anyone(proxy, id)?;
-    session.admits(caller).then_some(session)
-}
-
-fn live_session_of_anyone(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
-    if let Some(session) = proxy.sessions.get(id) {
-        return Some(session);
-    }
-    if proxy.strategy != berth_crds::SessionStrategy::Shared {
-        return None;
-    }
-    let session = proxy.sessions.adopt(id)?;
-    proxy.metrics.downstream_sessions_adopted.inc();
-    proxy
-        .metrics
-        .downstream_sessions
-        .set(proxy.sessions.len() as i64);
-    tracing::debug!(session = id, "adopted a session another replica issued");
-    Some(session)
-}
-
 async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
     // The caller `auth::require_auth` found in the access token, if OAuth is on.
     let caller = request
@@ -154,7 +128,7 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Respo
         .get::<Principal>()
         .cloned()
         .map(Arc::new);
-    match body::read(&proxy, request).await {
+    match body::read(&proxy.metrics, request).await {
         Ok((headers, body)) => client_message(&proxy, &headers, &body, caller)
             .await
             .into_response(),
@@ -176,7 +150,7 @@ async fn client_message(
         Ok(value) => value,
         Err(_) => {
             return refused(
-                proxy,
+                &proxy.metrics,
                 "parse",
                 StatusCode::BAD_REQUEST,
                 &Value::Null,
@@ -228,7 +202,7 @@ async fn classified(
             _ => Value::Null,
         };
         return audited(refused(
-            proxy,
+            &proxy.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             &id,
@@ -256,7 +230,7 @@ async fn classified(
     };
     if header.is_none() {
         return audited(refused(
-            proxy,
+            &proxy.metrics,
             "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
@@ -268,7 +242,7 @@ async fn classified(
         return audited(answer);
     }
     let Some(session) = live else {
-        return audited(unknown_session(proxy, &request_id));
+        return audited(unknown_session(&proxy.metrics, &request_id));
     };
     match message {
         Message::Request { id, method, body } => {
@@ -333,7 +307,7 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        proxy,
+        &proxy.metrics,
         reason,
         status,
         &Value::Null,
@@ -378,29 +352,6 @@ fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option
     Some(era::unsupported(id, &version))
 }
 
-/// Whether the client takes an SSE reply: no `Accept` header (tolerated as accepting both), or
-/// one naming `text/event-stream`, `text/*` or `*/*`.
-pub(super) fn accepts_sse(headers: &HeaderMap) -> bool {
-    headers.get("accept").is_none_or(|accept| {
-        ["text/event-stream", "text/*", "*/*"]
-            .iter()
-            .any(|kind| contains_ignoring_case(accept.as_bytes(), kind.as_bytes()))
-    })
-}
-
-/// Whether `text` begins with `prefix`, ASCII letters compared without case (header values
-/// are read as they came, with no lowercased copy per request).
-fn starts_with_ignoring_case(text: &[u8], prefix: &[u8]) -> bool {
-    text.get(..prefix.len())
-        .is_some_and(|start| start.eq_ignore_ascii_case(prefix))
-}
-
-/// Whether `text` contains `part`, ASCII letters compared without case.
-fn contains_ignoring_case(text: &[u8], part: &[u8]) -> bool {
-    text.windows(part.len())
-        .any(|window| window.eq_ignore_ascii_case(part))
-}
-
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
 /// `protocolVersion`. Anything else is refused with -32602 before it reaches the upstream, so a
 /// client's mistake is never counted as an upstream failure.
@@ -422,7 +373,7 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        proxy,
+        &proxy.metrics,
         "params",
         StatusCode::BAD_REQUEST,
         &id,
@@ -431,48 +382,18 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
     ))
 }
 
-/// A client message refused before anything reached the upstream: counted in
-/// `berth_proxy_invalid_messages_total{reason}` and answered with a JSON-RPC error under `id`.
-pub(super) fn refused(
-    proxy: &Proxy,
-    reason: &'static str,
-    status: StatusCode,
-    id: &Value,
-    code: i64,
-    message: &str,
-) -> Answer {
-    proxy
-        .metrics
-        .invalid_messages
-        .with_label_values(&[reason])
-        .inc();
-    telemetry::spans::record_outcome(&tracing::Span::current(), crate::outcome::Outcome::Rejected);
-    Answer::error(status, id, code, message)
-}
-
 fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
     let (reason, id) = match invalid {
         Invalid::Batch => ("batch", Value::Null),
         Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
     };
     refused(
-        proxy,
+        &proxy.metrics,
         reason,
         StatusCode::BAD_REQUEST,
         &id,
         jsonrpc::INVALID_REQUEST,
         &invalid.to_string(),
-    )
-}
-
-fn unknown_session(proxy: &Proxy, id: &Value) -> Answer {
-    refused(
-        proxy,
-        "unknown_session",
-        StatusCode::NOT_FOUND,
-        id,
-        jsonrpc::INVALID_REQUEST,
-        "session not found: it expired or was never issued; send initialize without a session id",
     )
 }
 
@@ -501,7 +422,7 @@ async fn notification(
         // `notifications/*`): forwarding it would skip the tool policy, drift checks and
         // outcome accounting, and an upstream may crash on it. Refused; nothing is forwarded.
         _ if !method.starts_with("notifications/") => refused(
-            proxy,
+            &proxy.metrics,
             "request_without_id",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -552,7 +473,7 @@ async fn handle_get(
         return answer.into_response();
     }
     let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
-        return unknown_session(&proxy, &Value::Null).into_response();
+        return unknown_session(&proxy.metrics, &Value::Null).into_response();
     };
     if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
         match session.resume(last_event_id) {
@@ -633,13 +554,13 @@ async fn handle_delete(
         .get_quiet(header)
         .is_some_and(|session| !session.admits(caller.as_deref()))
     {
-        return unknown_session(&proxy, &Value::Null).into_response();
+        return unknown_session(&proxy.metrics, &Value::Null).into_response();
     }
     // A signed id from another replica is ended here too, so it is not adopted later.
     let _ = live_session(&proxy, header, caller.as_deref());
     if proxy.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        unknown_session(&proxy, &Value::Null).into_response()
+        unknown_session(&proxy.metrics, &Value::Null).into_response()
     }
 }

@@ -4,6 +4,9 @@
 //! discovered tool list (at most [`MAX_TOOL_LABELS`], otherwise `other`), methods from the MCP
 //! method set (otherwise `other`). Never a session id, request id, URL or error text.
 
+pub mod auth;
+pub mod stdio;
+
 use std::collections::HashSet;
 use std::sync::RwLock;
 use std::time::Duration;
@@ -117,9 +120,9 @@ pub struct Metrics {
     /// the standalone stream instead (issue 13, MCP 2025-11-25 "Resumability and Redelivery").
     pub stream_resumptions: IntCounterVec,
     /// The `berth_proxy_stdio_*` metrics of stdio upstreams.
-    pub stdio: crate::stdio::StdioMetrics,
+    pub stdio: stdio::StdioMetrics,
     /// The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`).
-    pub auth: crate::auth::AuthMetrics,
+    pub auth: auth::AuthMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -133,15 +136,6 @@ pub enum Era {
 }
 
 impl Era {
-    /// The era of a request made on `session`.
-    pub fn of(session: &crate::sessions::DownstreamSession) -> Self {
-        if session.is_modern() {
-            Self::Modern
-        } else {
-            Self::Legacy
-        }
-    }
-
     /// `legacy` or `modern`.
     pub fn as_label(self) -> &'static str {
         match self {
@@ -378,8 +372,8 @@ impl Metrics {
         for result in ["replayed", "unknown", "evicted"] {
             stream_resumptions.with_label_values(&[result]);
         }
-        let stdio = crate::stdio::StdioMetrics::register(&registry);
-        let auth = crate::auth::AuthMetrics::register(&registry);
+        let stdio = stdio::StdioMetrics::register(&registry);
+        let auth = auth::AuthMetrics::register(&registry);
         Self {
             stdio,
             auth,

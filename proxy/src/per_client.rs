@@ -8,7 +8,7 @@
 //! that one re-handshake fails, every caller that waited for it fails at once, and none of them
 //! tries again (issue 12 item 1).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -16,11 +16,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::jsonrpc::Message;
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
-use crate::server_request;
-use crate::sessions::DownstreamSession;
 use crate::telemetry::spans;
 use crate::upstream::listen::{self, Ended};
 use crate::upstream::session::Link;
@@ -70,8 +67,10 @@ impl Dedicated {
         Arc::clone(&self.current.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// Starts relaying the upstream session's standalone stream to `client`.
-    pub fn listen(&self, client: Weak<DownstreamSession>, metrics: Arc<Metrics>) {
+    /// Starts relaying the upstream session's standalone stream: `deliver` is handed the
+    /// session and the receiver of its messages, and starts what delivers them to the client
+    /// ([`crate::fanout::to_client`]).
+    pub fn listen(&self, deliver: impl FnOnce(Arc<UpstreamSession>, mpsc::Receiver<WireMessage>)) {
         let stop = CancellationToken::new();
         let previous = std::mem::replace(
             &mut *self.listening.lock().unwrap_or_else(|e| e.into_inner()),
@@ -80,7 +79,7 @@ impl Dedicated {
         previous.cancel();
         let (sink, messages) = mpsc::channel(BUFFER);
         let session = self.current();
-        tokio::spawn(deliver(client, Arc::clone(&session), messages, metrics));
+        deliver(Arc::clone(&session), messages);
         tokio::spawn(async move {
             if listen::listen(Arc::clone(&session), stop, sink).await == Ended::Lost {
                 session.mark_lost();
@@ -90,8 +89,9 @@ impl Dedicated {
 
     /// A session to replace `lost`: the current one if another caller already recovered,
     /// otherwise one new handshake (single flight per client), shared by every caller that saw
-    /// the loss. `None` when it failed, for the caller that ran it and at once for the callers
-    /// that waited for it: one re-handshake per loss, never one per caller.
+    /// the loss; `deliver` as for [`Self::listen`]. `None` when it failed, for the caller that
+    /// ran it and at once for the callers that waited for it: one re-handshake per loss, never
+    /// one per caller.
     ///
     /// # Cancellation
     /// Cancel-safe: a cancelled caller abandons its handshake, and the next caller in line
@@ -99,8 +99,8 @@ impl Dedicated {
     pub async fn recover(
         &self,
         lost: &Arc<UpstreamSession>,
-        client: Weak<DownstreamSession>,
-        metrics: Arc<Metrics>,
+        metrics: &Metrics,
+        deliver: impl FnOnce(Arc<UpstreamSession>, mpsc::Receiver<WireMessage>),
     ) -> Option<Arc<UpstreamSession>> {
         let mut failed = self.recovering.lock().await;
         let current = self.current();
@@ -125,7 +125,7 @@ impl Dedicated {
                     .with_label_values(&["ok"])
                     .inc();
                 *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&session);
-                self.listen(client, metrics);
+                self.listen(deliver);
                 Some(session)
             }
             Err(error) => {
@@ -154,16 +154,15 @@ impl Dedicated {
     }
 }
 
-/// On shutdown, ends the HTTP upstream session of every client in `clients` that has one
-/// (`PerClient`), all at once and within 2 s, so none is left open upstream (issue 12, item 4).
-/// Stdio children are stopped by the stdio shutdown instead.
+/// On shutdown, ends every client's HTTP upstream session in `sessions` (`PerClient`,
+/// each [`Dedicated::current`]), all at once and within 2 s, so none is left open upstream
+/// (issue 12, item 4). Stdio children are stopped by the stdio shutdown instead.
 ///
 /// # Cancellation
 /// Cancel-safe: dropping it abandons the `DELETE`s still in flight.
-pub async fn close_all(clients: Vec<Arc<DownstreamSession>>) {
-    let sessions: Vec<_> = clients
-        .iter()
-        .filter_map(|client| client.dedicated().map(Dedicated::current))
+pub async fn close_all(sessions: Vec<Arc<UpstreamSession>>) {
+    let sessions: Vec<_> = sessions
+        .into_iter()
         .filter(|session| matches!(session.link(), Link::Http(..)))
         .collect();
     if sessions.is_empty() {
@@ -197,39 +196,4 @@ async fn handshake(
         spans::record_error(&span, error.kind());
     }
     result
-}
-
-/// Delivers one dedicated session's standalone messages to its client: notifications to the
-/// client's GET stream, server requests relayed if the client declared the capability (else
-/// -32601 upstream at once).
-async fn deliver(
-    client: Weak<DownstreamSession>,
-    upstream: Arc<UpstreamSession>,
-    mut messages: mpsc::Receiver<WireMessage>,
-    metrics: Arc<Metrics>,
-) {
-    while let Some(message) = messages.recv().await {
-        let Some(client) = client.upgrade() else {
-            return;
-        };
-        match Message::classify(message.clone()) {
-            Ok(Message::Request { id, method, .. }) => {
-                if let Some(message) =
-                    server_request::register(&client, &upstream, message, id, &method, &metrics)
-                {
-                    server_request::push_standalone(&client, &upstream, message, &metrics);
-                }
-            }
-            Ok(Message::Notification { .. }) => {
-                let delivered = client.push_standalone(message);
-                if !delivered {
-                    metrics.server_messages_dropped.inc();
-                }
-            }
-            Ok(Message::Response { .. }) => {
-                crate::fanout::late_response(&metrics, upstream.route_response(message).is_ok());
-            }
-            _ => {}
-        }
-    }
 }

@@ -1,4 +1,5 @@
-//! Wiring: the shared [`Proxy`] state, the two listeners, and orderly shutdown.
+//! Start-up wiring: builds the shared [`Proxy`] state from the config, starts the upstream
+//! supervisor and the background tasks, serves the two listeners, and shuts down in order.
 //!
 //! Shutdown runs in order (issue 11, rolling updates lose nothing): [`RunningProxy::drain`]
 //! first reports not ready (`/readyz` 503 `draining`) while still serving for
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use berth_crds::proxy_config::audit::{AuditLog, MCP_UPSTREAM_ENV};
-use berth_crds::{ProxyConfig, ProxyConfigError, SessionStrategy, ToolsPolicySpec, Transport};
+use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -23,9 +24,8 @@ use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
 use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
 
-pub mod linger;
-
-pub use linger::LingerOnClose;
+pub use crate::front::linger::{self, LingerOnClose};
+pub use crate::state::Proxy;
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -78,81 +78,6 @@ impl From<crate::auth::AuthConfigError> for StartError {
                 Self::Auth(format!("downstreamAuth.{problem}"))
             }
         }
-    }
-}
-
-/// State shared by every handler.
-pub struct Proxy {
-    /// The shared upstream session.
-    pub upstream: Arc<Upstream>,
-    /// Downstream sessions.
-    pub sessions: Sessions,
-    /// Resource subscriptions per client.
-    pub subscriptions: Subscriptions,
-    /// Calls parked on a legacy upstream's server request until their modern client retries
-    /// (MRTR bridging, issue 13).
-    pub parked: crate::forward::parked::ParkedCalls,
-    /// Metrics registry.
-    pub metrics: Arc<Metrics>,
-    /// `timeouts.call`.
-    pub call_budget: Duration,
-    /// `timeouts.maxCall`: when set, progress restarts the call budget up to this cap.
-    pub max_call: Option<Duration>,
-    /// `timeouts.connect`.
-    pub connect_budget: Duration,
-    /// Fires when the proxy stops serving; long-lived streams end with it. The upstream session
-    /// outlives it until in-flight requests have finished.
-    pub shutdown: CancellationToken,
-    /// Set when a drain began ([`RunningProxy::drain`]): `/readyz` answers 503 `draining`.
-    pub draining: AtomicBool,
-    /// `session.strategy`.
-    pub strategy: SessionStrategy,
-    /// `tools`: which upstream tools clients may see and call.
-    pub tools_policy: ToolsPolicySpec,
-    /// `tools.grants`, compiled: which of those each OAuth caller may use; `None` without
-    /// grants.
-    pub tool_grants: Option<crate::auth::grants::Grants>,
-    /// The compiled `tools.rateLimits`; `None` without any.
-    pub rate_limits: Option<crate::rate_limits::RateLimits>,
-    /// Where audit events go (`audit`; [`crate::audit`]).
-    pub auditor: crate::audit::Auditor,
-    /// `session.maxSessions` (`PerClient`).
-    pub max_sessions: usize,
-    /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
-    pub endpoint: Endpoint,
-    /// `downstreamAuth`: the static token or the OAuth resource server clients must satisfy;
-    /// `None` admits every client.
-    pub downstream_auth: Option<crate::auth::DownstreamAuth>,
-    /// `requestOrigin`: the `Origin` and `Host` values the MCP endpoint accepts.
-    pub request_origin: berth_crds::proxy_config::request_origin::RequestOriginSpec,
-}
-
-impl Proxy {
-    /// Ends downstream session `id` (DELETE, idle expiry, or an unrecoverable upstream), releasing
-    /// its resource subscriptions. Returns whether it existed.
-    pub fn end_session(&self, id: &str) -> bool {
-        let existed = self.sessions.remove(id);
-        if existed {
-            self.metrics
-                .downstream_sessions
-                .set(self.sessions.len() as i64);
-            for uri in self.subscriptions.remove_session(id) {
-                if let Some(upstream) = self.upstream.current() {
-                    if upstream.era() == crate::upstream::era::UpstreamEra::Modern {
-                        upstream.set_listen_uri(&uri, false);
-                        continue;
-                    }
-                    let message = serde_json::json!({
-                        "jsonrpc": "2.0",
-                        "id": upstream.next_request_id(),
-                        "method": "resources/unsubscribe",
-                        "params": { "uri": uri },
-                    });
-                    crate::forward::send_in_background(upstream, message);
-                }
-            }
-        }
-        existed
     }
 }
 
@@ -295,15 +220,15 @@ pub async fn start_on(
     };
     let proxy = Arc::new(Proxy {
         upstream,
-        sessions,
-        subscriptions: Subscriptions::default(),
+        sessions: Arc::new(sessions),
+        subscriptions: Arc::new(Subscriptions::default()),
         parked: Default::default(),
         metrics,
         call_budget,
         max_call,
         connect_budget,
         shutdown: shutdown.clone(),
-        draining: AtomicBool::new(false),
+        draining: Arc::new(AtomicBool::new(false)),
         strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         tool_grants,
@@ -324,7 +249,11 @@ pub async fn start_on(
         ),
         serve(
             admin,
-            crate::admin::router(Arc::clone(&proxy)),
+            crate::admin::router(crate::admin::Admin {
+                upstream: Arc::clone(&proxy.upstream),
+                metrics: Arc::clone(&proxy.metrics),
+                draining: Arc::clone(&proxy.draining),
+            }),
             shutdown.clone(),
         ),
     ];
@@ -341,22 +270,39 @@ pub async fn start_on(
             idle_timeout,
             upstream_stop.clone(),
         )),
-        tokio::spawn(crate::auth::refresh_keys(
-            Arc::clone(&proxy),
-            upstream_stop.clone(),
-        )),
         tokio::spawn(crate::fanout::run(
-            Arc::clone(&proxy),
+            crate::fanout::Fanout {
+                upstream: Arc::clone(&proxy.upstream),
+                sessions: Arc::clone(&proxy.sessions),
+                subscriptions: Arc::clone(&proxy.subscriptions),
+                metrics: Arc::clone(&proxy.metrics),
+            },
             server_messages_rx,
             upstream_stop.clone(),
         )),
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
+    if let Some(crate::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
+        tasks.push(tokio::spawn(crate::auth::refresh_keys(
+            Arc::clone(server),
+            upstream_stop.clone(),
+        )));
+    }
     let (stop, clients) = (upstream_stop.clone(), Arc::clone(&proxy));
     tasks.push(tokio::spawn(async move {
         stop.cancelled().await;
-        crate::per_client::close_all(clients.sessions.all()).await;
+        let dedicated = clients
+            .sessions
+            .all()
+            .iter()
+            .filter_map(|client| {
+                client
+                    .dedicated()
+                    .map(crate::per_client::Dedicated::current)
+            })
+            .collect();
+        crate::per_client::close_all(dedicated).await;
     }));
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.

@@ -14,7 +14,6 @@ pub mod child;
 pub mod connection;
 pub mod host;
 pub mod lines;
-pub mod metrics;
 pub mod stderr;
 
 use std::path::{Path, PathBuf};
@@ -26,8 +25,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+pub use crate::metrics::stdio::{self as metrics, StdioMetrics};
 pub use connection::{Connection, EndReason, PendingReply};
-pub use metrics::StdioMetrics;
 
 use crate::upstream::UpstreamError;
 use connection::Shared;

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 use serde_json::{Value, json};
 
 use crate::answer::Answer;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
 use crate::upstream::UpstreamSession;
 use crate::upstream::era::UpstreamEra;
@@ -22,8 +21,9 @@ use crate::upstream::era::UpstreamEra;
 /// when the request must go upstream. A modern upstream (MCP 2026-07-28) has no
 /// `resources/subscribe`: the URI is added to (or removed from) the proxy's
 /// `subscriptions/listen` stream on `upstream`, and the request is always answered here.
+/// `subscriptions` is the proxy's set for the shared upstream session.
 pub fn local_answer(
-    proxy: &Proxy,
+    subscriptions: &Subscriptions,
     session: &DownstreamSession,
     upstream: &UpstreamSession,
     id: &Value,
@@ -51,9 +51,9 @@ pub fn local_answer(
         return None;
     }
     let upstream_changes = if subscribed {
-        proxy.subscriptions.add(uri, session.id())
+        subscriptions.add(uri, session.id())
     } else {
-        proxy.subscriptions.remove(uri, session.id())
+        subscriptions.remove(uri, session.id())
     };
     if modern {
         if upstream_changes {

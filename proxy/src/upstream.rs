@@ -6,6 +6,8 @@
 //! only after the upstream reports the old one unknown. Readiness is true while a session is
 //! published and, unless the probe policy is `Never`, its tool list was obtained.
 
+mod backoff;
+pub mod control;
 pub mod endpoint;
 pub mod era;
 mod error;
@@ -29,12 +31,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
+pub use backoff::QUICK_FAILURE_WINDOW;
 pub use endpoint::Endpoint;
 pub use error::{UpstreamError, error_chain};
 pub use http::{HttpUpstream, Reply};
 pub use session::UpstreamSession;
-pub use supervisor::{QUICK_FAILURE_WINDOW, list_tools};
 use tools::Catalog;
+pub use tools::list_tools;
 
 /// The shared upstream: the current session (if any), readiness and the tool catalogue.
 pub struct Upstream {

@@ -17,9 +17,9 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, Validation};
 use serde_json::{Value, json};
 
-use super::AuthMetrics;
 use super::jwks::{KeyCache, KeyError};
 use super::principal::{Claims, Principal};
+use crate::metrics::auth::AuthMetrics;
 
 /// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::auth`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::Call;
+use super::call::{Call, rewrite};
 use crate::jsonrpc::WireMessage;
 use crate::sessions::ServerRequest;
 use crate::upstream::era::UpstreamEra;
@@ -211,7 +211,7 @@ async fn retry(
     }
     call.upstream_id = call.upstream.next_request_id();
     let late = call.upstream.expect_response(call.upstream_id);
-    super::rewrite(&mut body, call);
+    rewrite(&mut body, call);
     let sent = tokio::select! {
         () = cancelled.cancelled() => return Err(Stop::Cancelled),
         sent = tokio::time::timeout_at(deadline, call.upstream.send(&body)) => sent,

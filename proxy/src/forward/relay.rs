@@ -12,7 +12,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::{Call, input_required, timeout_answer, upstream_failure};
+use super::call::{Call, timeout_answer, upstream_failure};
+use super::input_required;
 use crate::answer::Answer;
 use crate::jsonrpc::WireMessage;
 use crate::jsonrpc::{self, Message};

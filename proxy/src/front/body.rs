@@ -14,9 +14,13 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use super::{MAX_BODY_BYTES, refused};
+use super::linger::LingerOnClose;
+use super::refusal::refused;
 use crate::jsonrpc;
-use crate::server::{LingerOnClose, Proxy};
+use crate::metrics::Metrics;
+
+/// Largest request body accepted, in bytes (16 MiB).
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
 /// The request's headers and its whole body, at most [`MAX_BODY_BYTES`].
 ///
@@ -25,7 +29,10 @@ use crate::server::{LingerOnClose, Proxy};
 /// when the body declares or turns out to have more than [`MAX_BODY_BYTES`], or cannot be read.
 ///
 /// Cancellation safety: dropping the future drops the request; nothing else is held.
-pub(super) async fn read(proxy: &Proxy, request: Request) -> Result<(HeaderMap, Bytes), Response> {
+pub(super) async fn read(
+    metrics: &Metrics,
+    request: Request,
+) -> Result<(HeaderMap, Bytes), Response> {
     let (mut parts, body) = request.into_parts();
     let linger = parts
         .extensions
@@ -34,7 +41,7 @@ pub(super) async fn read(proxy: &Proxy, request: Request) -> Result<(HeaderMap, 
     let version = parts.version;
     let refuse = |status: StatusCode, message: &str| {
         let answer = refused(
-            proxy,
+            metrics,
             "body",
             status,
             &Value::Null,

@@ -14,11 +14,11 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
-use crate::server::Proxy;
 use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::state::Proxy;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
 /// it; 202 once it was handed on.
@@ -34,7 +34,7 @@ pub(super) async fn relay(
     if let Some(problem) = malformed(id, &body) {
         let id = if usable_id(id) { id } else { &Value::Null };
         return refused(
-            proxy,
+            &proxy.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             id,
@@ -44,7 +44,7 @@ pub(super) async fn relay(
     }
     let Some(pending) = session.take_server_request(id) else {
         return refused(
-            proxy,
+            &proxy.metrics,
             "unexpected_response",
             StatusCode::BAD_REQUEST,
             id,

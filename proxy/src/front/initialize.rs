@@ -9,13 +9,13 @@ use axum::http::StatusCode;
 use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::jsonrpc;
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
 use crate::revision::HANDSHAKE_VERSIONS;
-use crate::server::Proxy;
+use crate::state::Proxy;
 use crate::upstream::Unavailable;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
@@ -32,9 +32,9 @@ pub async fn handle(
     caller: Option<&crate::auth::Principal>,
 ) -> Answer {
     if let Some(header) = header {
-        if super::live_session(proxy, header, caller).is_some() {
+        if super::session::live_session(proxy, header, caller).is_some() {
             return refused(
-                proxy,
+                &proxy.metrics,
                 "reinitialize",
                 StatusCode::BAD_REQUEST,
                 id,
@@ -42,7 +42,7 @@ pub async fn handle(
                 "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
             );
         }
-        return super::unknown_session(proxy, id);
+        return super::refusal::unknown_session(&proxy.metrics, id);
     }
     let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
     let requested = params
@@ -103,7 +103,10 @@ pub async fn handle(
         session.set_client_info(info);
     }
     if let Some(dedicated) = session.dedicated() {
-        dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
+        dedicated.listen(crate::fanout::to_client(
+            Arc::downgrade(&session),
+            Arc::clone(&proxy.metrics),
+        ));
     }
     proxy
         .metrics

@@ -20,15 +20,15 @@ use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::refused;
+use super::refusal::refused;
 use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
 use crate::jsonrpc::{self, Message, WireMessage};
 use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 use crate::upstream::session::REQUESTED_VERSION;
 
 /// Methods 2026-07-28 removed (its changelog, "Major changes" 2, 4 and 5): answered 404 with
@@ -72,7 +72,7 @@ pub async fn handle(
     };
     let Message::Request { id, method, body } = message else {
         return refused(
-            proxy,
+            &proxy.metrics,
             "modern_message",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -82,7 +82,7 @@ pub async fn handle(
     };
     if REMOVED_METHODS.contains(&method.as_str()) {
         return refused(
-            proxy,
+            &proxy.metrics,
             "removed_method",
             StatusCode::NOT_FOUND,
             &id,
@@ -108,7 +108,7 @@ pub async fn handle(
             .inc();
         return audited(refusal.answer(&id), &body);
     }
-    let json_only = !super::accepts_sse(headers);
+    let json_only = !super::accept::accepts_sse(headers);
     let params = param_headers(headers);
     let request = ModernRequest {
         version,

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::answer::Answer;
 use crate::jsonrpc;
-use crate::server::Proxy;
+use crate::state::Proxy;
 
 /// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it
 /// through. Run first by the front's middleware ([`super::admit`]).

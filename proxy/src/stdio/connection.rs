@@ -26,9 +26,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::lines::{Line, LineReader};
-use super::metrics::StdioMetrics;
 use super::stderr::StderrTail;
 use crate::jsonrpc::WireMessage;
+use crate::metrics::stdio::StdioMetrics;
 use crate::upstream::UpstreamError;
 
 /// Messages buffered per pending request.

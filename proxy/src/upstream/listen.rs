@@ -6,7 +6,10 @@
 //! A modern upstream has no standalone stream: the proxy holds a `subscriptions/listen`
 //! request open instead ([`modern`]).
 
+mod ended;
 mod modern;
+
+pub use ended::Ended;
 
 use std::sync::Arc;
 
@@ -14,19 +17,10 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::backoff::{MAX_BACKOFF, MIN_BACKOFF};
 use super::session::Link;
-use super::supervisor::{MAX_BACKOFF, MIN_BACKOFF};
 use super::{UpstreamError, UpstreamSession};
 use crate::jsonrpc::WireMessage;
-
-/// Why listening ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    /// `stop` fired, the sink closed, or the upstream offers no standalone stream (405).
-    Stopped,
-    /// The upstream answered the GET with 404: the session is gone.
-    Lost,
-}
 
 /// Hands every message of the session's standalone stream to `sink` until `stop` fires, the
 /// session is lost, or the sink closes. For a stdio session the standalone stream is every

@@ -2,7 +2,6 @@
 //! tools over that same session, holds it while it lives (liveness pings, a stdio child's exit,
 //! a loss reported by a caller), and opens the next one only after the loss.
 
-use crate::jsonrpc::Pointer as _;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -14,28 +13,18 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use super::backoff::{MAX_BACKOFF, MIN_BACKOFF, QUICK_FAILURE_WINDOW};
+use super::tools::list_tools;
 use super::{
     Phase, Unavailable, Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools,
 };
 use crate::telemetry::spans;
 
-/// Most `tools/list` pages the probe follows before giving up on a cursor loop.
-const MAX_TOOL_PAGES: usize = 100;
-/// First wait after a failed handshake; doubles up to [`MAX_BACKOFF`].
-pub(super) const MIN_BACKOFF: Duration = Duration::from_millis(200);
-/// Longest wait between handshake attempts.
-pub(super) const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// How often the supervisor pings an idle upstream session, so a dead upstream takes the proxy
 /// out of readiness even when no client is calling (README.md "Why it exists", failure 5).
 const LIVENESS_INTERVAL: Duration = Duration::from_secs(10);
 /// Budget for ending the upstream session on shutdown; shutdown never waits longer.
 const CLOSE_BUDGET: Duration = Duration::from_secs(2);
-/// A stdio child of the supervisor that fails to initialize, or ends within this time of its
-/// handshake, is a quick failure (field case BR-34). An HTTP session lost within this time of
-/// its handshake is a quick loss: after the first in a row the supervisor backs off before
-/// re-initializing (issue 12 item 1).
-pub const QUICK_FAILURE_WINDOW: Duration = Duration::from_secs(10);
-
 impl Upstream {
     pub(super) async fn supervise(
         self: Arc<Self>,
@@ -408,36 +397,6 @@ async fn child_exit(exits: &mut Option<watch::Receiver<u64>>) {
         return;
     }
     std::future::pending().await
-}
-
-/// Every tool the upstream lists, following `nextCursor` (at most 100 pages, `MAX_TOOL_PAGES`).
-pub async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
-    let mut tools = Vec::new();
-    let mut cursor: Option<Value> = None;
-    for _ in 0..MAX_TOOL_PAGES {
-        let params = match &cursor {
-            Some(cursor) => json!({ "cursor": cursor }),
-            None => json!({}),
-        };
-        let response = session.request("tools/list", params).await?;
-        if let Some(error) = response.get("error") {
-            return Err(UpstreamError::Malformed(format!(
-                "tools/list failed: {error}"
-            )));
-        }
-        let page = response
-            .at("/result/tools")
-            .and_then(Value::as_array)
-            .ok_or_else(|| UpstreamError::Malformed("tools/list result has no tools".into()))?;
-        tools.extend(page.iter().cloned());
-        cursor = response.at("/result/nextCursor").cloned();
-        if cursor.as_ref().is_none_or(Value::is_null) {
-            return Ok(tools);
-        }
-    }
-    Err(UpstreamError::Malformed(
-        "tools/list pagination did not end".into(),
-    ))
 }
 
 #[cfg(test)]

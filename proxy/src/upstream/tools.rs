@@ -17,6 +17,10 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use super::param_headers::{self, ParamHeader};
+use super::{UpstreamError, UpstreamSession};
+
+/// Most `tools/list` pages the probe follows before giving up on a cursor loop.
+const MAX_TOOL_PAGES: usize = 100;
 
 /// Tool name -> its reviewed definition ([`PINNED_FIELDS`], canonical).
 pub type Tools = BTreeMap<String, Value>;
@@ -285,6 +289,36 @@ pub(crate) fn canonical(value: &Value) -> Value {
         Value::Array(items) => Value::Array(items.iter().map(canonical).collect()),
         other => other.clone(),
     }
+}
+
+/// Every tool the upstream lists, following `nextCursor` (at most 100 pages, `MAX_TOOL_PAGES`).
+pub async fn list_tools(session: &UpstreamSession) -> Result<Vec<Value>, UpstreamError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<Value> = None;
+    for _ in 0..MAX_TOOL_PAGES {
+        let params = match &cursor {
+            Some(cursor) => json!({ "cursor": cursor }),
+            None => json!({}),
+        };
+        let response = session.request("tools/list", params).await?;
+        if let Some(error) = response.get("error") {
+            return Err(UpstreamError::Malformed(format!(
+                "tools/list failed: {error}"
+            )));
+        }
+        let page = response
+            .at("/result/tools")
+            .and_then(Value::as_array)
+            .ok_or_else(|| UpstreamError::Malformed("tools/list result has no tools".into()))?;
+        tools.extend(page.iter().cloned());
+        cursor = response.at("/result/nextCursor").cloned();
+        if cursor.as_ref().is_none_or(Value::is_null) {
+            return Ok(tools);
+        }
+    }
+    Err(UpstreamError::Malformed(
+        "tools/list pagination did not end".into(),
+    ))
 }
 
 #[cfg(test)]

@@ -123,6 +123,14 @@ impl Graph {
         self.modules.iter().map(name).collect()
     }
 
+    /// Every edge, sorted: from, to (module names), the paths written that make it.
+    pub fn edges(&self) -> Vec<(String, String, Vec<String>)> {
+        self.edges
+            .iter()
+            .map(|((from, to), paths)| (name(from), name(to), paths.iter().cloned().collect()))
+            .collect()
+    }
+
     /// The strongly connected components of more than one module, sorted by their names.
     pub fn cycles(&self) -> Vec<Cycle> {
         let nodes: Vec<&ModPath> = self.modules.iter().collect();

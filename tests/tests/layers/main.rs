@@ -1,8 +1,8 @@
 //! Layers without cycles (issue 17): the module graph of each library crate, read from its
 //! sources (see `graph.rs` for what counts as a module and as an edge), has no cycle in
-//! `berth-crds` and `berth-operator`; in `berth-proxy` the cycles are exactly the known ones
-//! below, a ratchet: a new cycle or a larger one fails, and so does a listed cycle that is gone
-//! or smaller, so the list only ever shrinks (to empty). Needs nothing but the sources.
+//! `berth-crds`, `berth-operator` and `berth-proxy`; and no module of the proxy uses one of a
+//! layer above its own ([`PROXY_LAYERS`], the module map in `proxy/src/lib.rs`). Needs nothing
+//! but the sources.
 
 mod graph;
 
@@ -10,39 +10,26 @@ use std::path::PathBuf;
 
 use graph::{Cycle, Graph};
 
-/// The proxy's module cycles today, each sorted by name. Remove a cycle (or modules from one)
-/// when it is broken; never add one.
-const KNOWN_PROXY_CYCLES: &[&[&str]] = &[&[
-    "admin",
-    "auth",
-    "auth::jwks",
-    "auth::resource_server",
-    "fanout",
-    "forward",
-    "forward::input_required",
-    "forward::legacy_over_modern",
-    "forward::parked",
-    "forward::relay",
-    "forward::relay::park",
-    "front",
-    "front::auth",
-    "front::body",
-    "front::client_response",
-    "front::initialize",
-    "front::modern",
-    "front::modern::listen",
-    "front::origin",
-    "metrics",
-    "per_client",
-    "server",
-    "server_request",
-    "sessions",
-    "subscriptions",
-    "upstream",
-    "upstream::listen",
-    "upstream::listen::modern",
-    "upstream::supervisor",
-]];
+/// The proxy's layers, bottom first, by top-level module (a module's children are in its
+/// layer): the module map in `proxy/src/lib.rs`. A module uses only modules of its own layer or
+/// below; inside a layer the cycle check keeps the uses one way.
+const PROXY_LAYERS: &[&[&str]] = &[
+    &["jsonrpc", "outcome", "revision", "tasks"],
+    &["telemetry", "metrics", "auth", "rate_limits"],
+    &["upstream", "stdio"],
+    &[
+        "per_client",
+        "sessions",
+        "answer",
+        "subscriptions",
+        "audit",
+        "parked",
+    ],
+    &["state"],
+    &["server_request", "fanout", "forward"],
+    &["front", "admin"],
+    &["server", "lint"],
+];
 
 fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -91,53 +78,68 @@ fn operator_module_graph_has_no_cycle() {
 }
 
 #[test]
-fn proxy_module_cycles_are_the_known_ones() {
-    let graph = crate_graph("proxy");
-    let cycles = graph.cycles();
-    let found: Vec<Vec<String>> = cycles.iter().map(|cycle| cycle.modules.clone()).collect();
-    let mut known: Vec<Vec<String>> = KNOWN_PROXY_CYCLES
-        .iter()
-        .map(|cycle| {
-            let mut modules: Vec<String> = cycle.iter().map(|m| (*m).to_owned()).collect();
-            modules.sort();
-            modules
+fn proxy_module_graph_has_no_cycle() {
+    assert_no_cycle("proxy");
+}
+
+/// The layer of `module` in `layers` (by its top-level module); `None` for the crate root and
+/// for a module in no layer.
+fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
+    let top = module.split("::").next().unwrap_or(module);
+    layers.iter().position(|layer| layer.contains(&top))
+}
+
+/// The edges of `graph` from a module to one of a layer above its own, one per line.
+fn upward_edges(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
+    graph
+        .edges()
+        .into_iter()
+        .filter(|(from, to, _)| {
+            matches!(
+                (layer_of(layers, from), layer_of(layers, to)),
+                (Some(from), Some(to)) if to > from
+            )
         })
-        .collect();
-    known.sort();
-    let within_known = |cycle: &Vec<String>| {
-        known
-            .iter()
-            .any(|listed| cycle.iter().all(|module| listed.contains(module)))
-    };
-    let new: Vec<&Cycle> = cycles
-        .iter()
-        .filter(|cycle| !within_known(&cycle.modules))
+        .map(|(from, to, paths)| format!("{from} -> {to}  ({})", paths.join(", ")))
+        .collect()
+}
+
+#[test]
+fn proxy_modules_use_no_layer_above_their_own() {
+    let graph = crate_graph("proxy");
+    let unplaced: Vec<String> = graph
+        .modules()
+        .into_iter()
+        .filter(|module| module != "crate" && layer_of(PROXY_LAYERS, module).is_none())
         .collect();
     assert!(
-        new.is_empty(),
-        "proxy: new or larger module cycles (break them; do not list them):\n{}",
-        new.iter()
-            .map(|cycle| cycle.describe())
-            .collect::<Vec<_>>()
-            .join("\n")
+        unplaced.is_empty(),
+        "proxy: modules in no layer; place them in PROXY_LAYERS (tests/tests/layers/main.rs) \
+         and in the module map of proxy/src/lib.rs: {unplaced:?}"
     );
-    assert_eq!(
-        found, known,
-        "proxy: a known cycle is gone or smaller; shrink KNOWN_PROXY_CYCLES in \
-         tests/tests/layers/main.rs to what is found"
+    let upward = upward_edges(&graph, PROXY_LAYERS);
+    assert!(
+        upward.is_empty(),
+        "proxy: modules using a layer above their own (pass what they need in, or move it \
+         down):\n{}",
+        upward.join("\n")
     );
 }
 
 /// A crate written to a temporary directory: (path under `src/`, contents).
-fn fixture_cycles(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+fn fixture_graph(files: &[(&str, &str)]) -> Graph {
     let dir = tempfile::tempdir().expect("temp dir");
     for (path, text) in files {
         let path = dir.path().join("src").join(path);
         std::fs::create_dir_all(path.parent().expect("a parent")).expect("create dir");
         std::fs::write(&path, text).expect("write fixture");
     }
-    let graph = Graph::load(&dir.path().join("src/lib.rs")).expect("fixture loads");
-    graph
+    Graph::load(&dir.path().join("src/lib.rs")).expect("fixture loads")
+}
+
+/// The cycles of a crate written as [`fixture_graph`].
+fn fixture_cycles(files: &[(&str, &str)]) -> Vec<Vec<String>> {
+    fixture_graph(files)
         .cycles()
         .into_iter()
         .map(|cycle| cycle.modules)
@@ -229,4 +231,26 @@ fn module_graph_test_only_code_is_left_out() {
         ("b/tests.rs", "use crate::a::A;\n"),
     ]);
     assert_eq!(cycles, Vec::<Vec<String>>::new());
+}
+
+#[test]
+fn module_layers_a_child_using_a_layer_above_is_reported() {
+    // No cycle: `low::part` uses `high`, which uses nothing; but `low` is the lower layer.
+    let graph = fixture_graph(&[
+        ("lib.rs", "mod high;\nmod low;\n"),
+        ("high.rs", "pub struct High;\n"),
+        ("low.rs", "mod part;\n"),
+        (
+            "low/part.rs",
+            "pub fn f() -> crate::high::High { crate::high::High }\n",
+        ),
+    ]);
+    assert!(graph.cycles().is_empty());
+    let layers: &[&[&str]] = &[&["low"], &["high"]];
+    assert_eq!(
+        upward_edges(&graph, layers),
+        vec!["low::part -> high  (crate::high::High)"]
+    );
+    let layers: &[&[&str]] = &[&["high"], &["low"]];
+    assert!(upward_edges(&graph, layers).is_empty());
 }

@@ -1,5 +1,5 @@
 //! Parking a call on a legacy upstream's server request for a modern client
-//! ([`crate::forward::parked`]): the relay's side.
+//! ([`crate::parked`]): the relay's side.
 
 use std::collections::VecDeque;
 
@@ -8,13 +8,14 @@ use futures::stream::BoxStream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::super::parked::{DIRECTION, Resume};
-use super::super::{Call, send_cancelled, send_in_background};
+use super::super::call::Call;
 use crate::jsonrpc::{self, WireMessage};
 use crate::metrics::Era;
 use crate::outcome::Outcome;
+use crate::parked::{DIRECTION, Resume};
 use crate::server_request;
 use crate::upstream::UpstreamError;
+use crate::upstream::control::{send_cancelled, send_in_background};
 use crate::upstream::late_response::LateResponse;
 
 /// Most upstream messages buffered while a call waits for its client's retry; past it the call

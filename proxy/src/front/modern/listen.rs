@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 
 use crate::answer::Answer;
 use crate::jsonrpc::WireMessage;
-use crate::server::Proxy;
 use crate::sessions::DownstreamSession;
+use crate::state::Proxy;
 
 /// `_meta` key tagging every message of a subscription.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -98,7 +98,10 @@ pub fn open(
     proxy.sessions.register(Arc::clone(&session));
     let (mut server_messages, _) = session.open_standalone();
     if let Some(dedicated) = session.dedicated() {
-        dedicated.listen(Arc::downgrade(&session), Arc::clone(&proxy.metrics));
+        dedicated.listen(crate::fanout::to_client(
+            Arc::downgrade(&session),
+            Arc::clone(&proxy.metrics),
+        ));
     }
     subscribe(proxy, &session, &filter.uris);
     let (sink, stream) = mpsc::channel(crate::sessions::STANDALONE_BUFFER);
@@ -168,7 +171,7 @@ fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
         }
         let message = json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
             "method": "resources/subscribe", "params": {"uri": uri}});
-        crate::forward::send_in_background(upstream, message);
+        crate::upstream::control::send_in_background(upstream, message);
     }
 }
 

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::super::backoff::{MAX_BACKOFF, MIN_BACKOFF};
 use super::super::era::fill_meta;
-use super::super::supervisor::{MAX_BACKOFF, MIN_BACKOFF};
 use super::super::{Reply, UpstreamSession};
-use super::Ended;
+use super::ended::Ended;
 use crate::jsonrpc::WireMessage;
 
 /// The acknowledgement that opens a listen stream.

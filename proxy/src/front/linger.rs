@@ -1,5 +1,6 @@
-//! The listener both servers accept on: `TCP_NODELAY` on every connection, and a lingering
-//! close for connections on which the front answered before reading the whole request body.
+//! The listener both servers (the front and the admin port, started by `server`) accept on:
+//! `TCP_NODELAY` on every connection, and a lingering close for connections on which the front
+//! answered before reading the whole request body.
 //!
 //! A server that closes a TCP connection with the client's bytes still unread makes the kernel
 //! send a reset, and a client still sending its body then often loses the answer it was sent

@@ -5,7 +5,7 @@
 //! § Session Management). No timeout lives here: callers enforce every budget around these
 //! futures, so a black-holed upstream cannot stretch them (README.md "Why it exists", failure 4).
 
-mod client;
+pub(super) mod client;
 mod target;
 
 use std::sync::Arc;

@@ -16,8 +16,11 @@ use futures::stream::BoxStream;
 use sse_stream::SseByteStream;
 
 use super::UpstreamError;
-use super::http::Response;
+use super::http::client::Body;
 use crate::jsonrpc::WireMessage;
+
+/// An upstream response, its body not yet read.
+type Response = http::Response<Body>;
 
 /// How a call's stream is re-opened: `GET` on the session with `Last-Event-ID` (the HTTP
 /// upstream implements it), `Ok(None)` when the upstream offers no stream. Passed in, so this

@@ -15,6 +15,18 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BERTH_CACHE_DIR/target}"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 step() { printf '\n== %s\n' "$*" >&2; }
 
+# Each checkout's test and bench binaries get new hashes in the shared target directory (about
+# 350 MB each, 50 of them): keep only the newest build of each name, so repeated runs on new
+# clones do not fill the disk (a full disk puts the kubelet's disk-pressure taint on the node).
+prune_stale_binaries() {
+  local deps="$CARGO_TARGET_DIR/debug/deps"
+  [[ -d $deps ]] || return 0
+  find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' | sort -rn |
+    awk '{ name = $2; sub(/-[0-9a-f]+$/, "", name); if (seen[name]++) print $2 }' |
+    (cd "$deps" && xargs -r rm -f --)
+}
+prune_stale_binaries
+
 step "format and lint"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings

@@ -147,6 +147,27 @@ async fn ensure_created(
     }
 }
 
+/// A namespaced child object the operator applies by server-side apply.
+trait Child:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + k8s_openapi::Resource
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+{
+}
+
+impl<K> Child for K where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + k8s_openapi::Resource
+        + Clone
+        + Debug
+        + Serialize
+        + DeserializeOwned
+{
+}
+
 /// Applies a wanted optional child, or removes an unwanted one.
 async fn apply_optional<K>(
     client: &Client,
@@ -155,12 +176,7 @@ async fn apply_optional<K>(
     child: &Optional<K>,
 ) -> Result<(), Error>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + k8s_openapi::Resource
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned,
+    K: Child,
 {
     match child {
         Optional::Wanted(object) => apply_one(client, applied, metrics, object).await.map(drop),
@@ -240,12 +256,7 @@ async fn apply_one<K>(
     object: &K,
 ) -> Result<K, Error>
 where
-    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
-        + k8s_openapi::Resource
-        + Clone
-        + Debug
-        + Serialize
-        + DeserializeOwned,
+    K: Child,
 {
     let kind = <K as k8s_openapi::Resource>::KIND;
     let name = object.name_any();

@@ -121,6 +121,24 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }
 
+/// The `Mcp-Session-Id` a `GET` or `DELETE` names, or its refusal: a modern-era request
+/// without a body (`modern_without_body`), or 400 when the header is missing.
+fn bodiless_session<'h>(proxy: &Proxy, headers: &'h HeaderMap) -> Result<&'h str, Box<Response>> {
+    if let Some(refusal) = modern_without_body(proxy, headers) {
+        return Err(Box::new(refusal));
+    }
+    session_header(headers).ok_or_else(|| {
+        Answer::error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            "missing Mcp-Session-Id header",
+        )
+        .into_response()
+        .into()
+    })
+}
+
 async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
     // The caller `auth::require_auth` found in the access token, if OAuth is on.
     let caller = request
@@ -457,17 +475,9 @@ async fn handle_get(
     caller: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refusal) = modern_without_body(&proxy, &headers) {
-        return refusal;
-    }
-    let Some(header) = session_header(&headers) else {
-        return Answer::error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            jsonrpc::INVALID_REQUEST,
-            "missing Mcp-Session-Id header",
-        )
-        .into_response();
+    let header = match bodiless_session(&proxy, &headers) {
+        Ok(header) => header,
+        Err(refusal) => return *refusal,
     };
     if let Some(answer) = unsupported_version(&proxy, &headers, &Value::Null) {
         return answer.into_response();
@@ -536,17 +546,9 @@ async fn handle_delete(
     caller: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(refusal) = modern_without_body(&proxy, &headers) {
-        return refusal;
-    }
-    let Some(header) = session_header(&headers) else {
-        return Answer::error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            jsonrpc::INVALID_REQUEST,
-            "missing Mcp-Session-Id header",
-        )
-        .into_response();
+    let header = match bodiless_session(&proxy, &headers) {
+        Ok(header) => header,
+        Err(refusal) => return *refusal,
     };
     // Another identity's session is not this caller's to end: unknown to it.
     if proxy

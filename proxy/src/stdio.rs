@@ -168,17 +168,22 @@ impl StdioEndpoint {
             false,
         );
         self.metrics.children.inc();
+        let keeper = self.keeper(shared, close);
+        tokio::spawn(keeper.keep_child(spawned.child));
+        Ok(connection)
+    }
+
+    /// The keeper of a connection just started: counts it live until it ends.
+    fn keeper(&self, shared: Arc<Shared>, close: CancellationToken) -> Keeper {
         self.live.send_modify(|n| *n += 1);
-        let keeper = Keeper {
+        Keeper {
             shared,
             close,
             grace: self.grace,
             metrics: self.metrics.clone(),
             live: self.live.clone(),
             exits: self.exits.clone(),
-        };
-        tokio::spawn(keeper.keep_child(spawned.child));
-        Ok(connection)
+        }
     }
 
     async fn connect(&self, path: &Path, n: u64) -> Result<Connection, UpstreamError> {
@@ -201,15 +206,7 @@ impl StdioEndpoint {
         );
         let close = self.stop_all.child_token();
         let connection = Connection::start(Arc::clone(&shared), read, write, close.clone(), true);
-        self.live.send_modify(|n| *n += 1);
-        let keeper = Keeper {
-            shared,
-            close,
-            grace: self.grace,
-            metrics: self.metrics.clone(),
-            live: self.live.clone(),
-            exits: self.exits.clone(),
-        };
+        let keeper = self.keeper(shared, close);
         tokio::spawn(keeper.keep_socket());
         Ok(connection)
     }

@@ -63,6 +63,18 @@ async fn call_through(upstream_url: &str, http_proxy: &str, no_proxy: &str) -> b
     reply.last().get("result").is_some()
 }
 
+/// Every request `upstream` received, having checked a `tools/call` is among them.
+fn calls_received(upstream: &FaultUpstream) -> Vec<Received> {
+    let received = upstream.received();
+    assert!(
+        received
+            .iter()
+            .any(|r| r.method.as_deref() == Some("tools/call")),
+        "{received:?}"
+    );
+    received
+}
+
 fn via_proxy(request: &Received) -> bool {
     request.headers.iter().any(|(name, _)| name == VIA)
 }
@@ -80,13 +92,7 @@ async fn http_proxy_from_the_environment_carries_every_upstream_request() {
     )
     .await;
     assert!(answered, "the call through the forward proxy got no result");
-    let received = upstream.received();
-    assert!(
-        received
-            .iter()
-            .any(|r| r.method.as_deref() == Some("tools/call")),
-        "{received:?}"
-    );
+    let received = calls_received(&upstream);
     assert!(
         received.iter().all(via_proxy),
         "a request bypassed the proxy: {received:?}"
@@ -104,13 +110,7 @@ async fn no_proxy_sends_a_listed_upstream_directly() {
     )
     .await;
     assert!(answered, "the direct call got no result");
-    let received = upstream.received();
-    assert!(
-        received
-            .iter()
-            .any(|r| r.method.as_deref() == Some("tools/call")),
-        "{received:?}"
-    );
+    let received = calls_received(&upstream);
     assert!(
         !received.iter().any(via_proxy),
         "a request went through the proxy though NO_PROXY lists the upstream: {received:?}"

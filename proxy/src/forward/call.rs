@@ -267,15 +267,22 @@ pub(super) fn timeout_answer(call: Call) -> Answer {
 /// error and its downstream session ends, so its next request gets 404 and it starts over
 /// (field case BR-04).
 pub(super) fn session_lost(call: Call) -> Answer {
+    end_lost(
+        call,
+        "not_found",
+        "upstream session was lost and could not be recovered; start a new session",
+    )
+}
+
+/// Ends a call whose upstream session (or this session's own stdio child) is gone: a shared
+/// upstream is reported lost for `reason` (a metric label), the client's downstream session
+/// ends, and the call is answered `SESSION_LOST` with `message`.
+fn end_lost(call: Call, reason: &'static str, message: &str) -> Answer {
     if call.session.dedicated().is_none() {
-        call.proxy.upstream.report_lost(&call.upstream, "not_found");
+        call.proxy.upstream.report_lost(&call.upstream, reason);
     }
     call.proxy.end_session(call.session.id());
-    let answer = call.error(
-        jsonrpc::SESSION_LOST,
-        "upstream session was lost and could not be recovered; start a new session",
-        Outcome::SessionLost,
-    );
+    let answer = call.error(jsonrpc::SESSION_LOST, message, Outcome::SessionLost);
     call.finish(Outcome::SessionLost);
     answer
 }
@@ -294,17 +301,11 @@ pub(super) fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
     if let UpstreamError::Gone(_) = error {
         // The stdio child of this session ended: its state is gone with it, so the call ends
         // `session_lost` and so does the client's session; its next session gets a new child.
-        if call.session.dedicated().is_none() {
-            call.proxy.upstream.report_lost(&call.upstream, "exited");
-        }
-        call.proxy.end_session(call.session.id());
-        let answer = call.error(
-            jsonrpc::SESSION_LOST,
+        return end_lost(
+            call,
+            "exited",
             "upstream MCP server process ended; start a new session",
-            Outcome::SessionLost,
         );
-        call.finish(Outcome::SessionLost);
-        return answer;
     }
     if let UpstreamError::Status { status, body } = error {
         // The upstream refused the request with a JSON-RPC error in an HTTP error (the Node SDK

@@ -138,15 +138,23 @@ pub async fn run_on(
 }
 
 /// Opens `count` sessions one after another and times each open (`initialize`, then
-/// `notifications/initialized`); each is closed (`DELETE`, untimed) before the next.
+/// `notifications/initialized`); each is closed (`DELETE`, untimed) and `settled` awaited
+/// before the next (for a hop that spawns a child per session: until that child is gone, so
+/// no open shares the machine with the previous child's exit, as the child-alone figure
+/// does not).
 ///
 /// # Errors
 /// As [`open_session`].
-pub async fn session_opens(
+pub async fn session_opens<F, Fut>(
     client: &reqwest::Client,
     url: &str,
     count: usize,
-) -> anyhow::Result<Figures> {
+    settled: F,
+) -> anyhow::Result<Figures>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let mut latencies = Vec::with_capacity(count);
     let started = Instant::now();
     for _ in 0..count {
@@ -154,6 +162,7 @@ pub async fn session_opens(
         let session = open_session(client, url).await?;
         latencies.push(began.elapsed());
         close_sessions(client, url, &[session]).await;
+        settled().await;
     }
     Ok(Figures::of(latencies, count, started.elapsed()))
 }

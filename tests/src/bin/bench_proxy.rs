@@ -347,7 +347,21 @@ async fn measure(
     }
     tokio::time::sleep(SETTLE * 2).await;
     result.rss_after_kib = usage_of(system)?.map(|u| u.own_rss_kib);
-    let opens = load::session_opens(client, url, args.opens).await?;
+    // A hop that spawns a child per session: the next open waits until the last one's child
+    // exited (at most 5 s), as the child-alone figure waits for each child's exit.
+    let children_idle = idle.map_or(0, |u| u.children);
+    let settled = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline
+            && usage_of(system)
+                .ok()
+                .flatten()
+                .is_some_and(|u| u.children > children_idle)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let opens = load::session_opens(client, url, args.opens, settled).await?;
     result.open_p50_ms = Some(berth_tests::bench::report::ms(opens.p50));
     result.open_p99_ms = Some(berth_tests::bench::report::ms(opens.p99));
     result.httpx_p50_ms = external(

@@ -19,8 +19,8 @@ use http_body_util::{BodyDataStream, BodyExt};
 use serde_json::Value;
 use sse_stream::SseByteStream;
 
+pub use self::client::HttpError;
 use self::client::{Body, Client};
-pub use self::client::{HttpError, Route};
 use self::target::Target;
 use super::UpstreamError;
 use crate::jsonrpc::WireMessage;
@@ -69,7 +69,7 @@ impl std::fmt::Debug for HttpUpstream {
 impl HttpUpstream {
     /// Creates a client for `url`. `connect` bounds the TCP (and TLS) connect only. `headers`
     /// are sent on every request; their values are marked sensitive, so no log or debug output
-    /// ever shows them. The HTTP client is chosen by [`Route`]: hyper directly for a plain
+    /// ever shows them. The HTTP client is chosen by `client::Route`: hyper directly for a plain
     /// `http://` upstream no proxy setting applies to, reqwest otherwise.
     ///
     /// # Errors
@@ -80,40 +80,18 @@ impl HttpUpstream {
         connect: Duration,
         headers: &[(String, String)],
     ) -> Result<Self, UpstreamError> {
-        Self::with_route(url, connect, headers, None)
-    }
-
-    /// As [`Self::new`], the route forced when `route` is given (tests and benchmarks compare
-    /// the two clients on the same upstream).
-    ///
-    /// # Errors
-    /// As [`Self::new`].
-    pub fn with_route(
-        url: &str,
-        connect: Duration,
-        headers: &[(String, String)],
-        route: Option<Route>,
-    ) -> Result<Self, UpstreamError> {
         let target = Target::parse(url, headers)?;
         // No redirect is followed (by either client): the credential headers above belong to
         // the configured upstream only, and a POST of a JSON-RPC message has no business
         // moving. A 3xx is an upstream error with its status. TCP_NODELAY on both: small writes
         // of a request never wait for the upstream's delayed ACK (issue 12, item 0).
-        let client = match route {
-            Some(route) => Client::routed(route, connect),
-            None => Client::new(&target.uri, connect),
-        }
-        .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
+        let client = Client::new(&target.uri, connect)
+            .map_err(|e| UpstreamError::Config(format!("failed to build http client: {e}")))?;
         Ok(Self {
             client,
             target: Arc::new(target),
             era: Arc::default(),
         })
-    }
-
-    /// Which HTTP client carries this upstream's requests.
-    pub fn route(&self) -> Route {
-        self.client.route()
     }
 
     /// A request to the endpoint: `headers`, then each configured header the request does not

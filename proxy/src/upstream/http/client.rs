@@ -99,7 +99,7 @@ impl Client {
     ///
     /// # Errors
     /// As [`Self::new`].
-    pub fn routed(route: Route, connect: Duration) -> Result<Self, reqwest::Error> {
+    fn routed(route: Route, connect: Duration) -> Result<Self, reqwest::Error> {
         Ok(match route {
             Route::Direct => {
                 let mut connector = HttpConnector::new();
@@ -120,14 +120,6 @@ impl Client {
                     .build()?,
             ),
         })
-    }
-
-    /// The route this client takes.
-    pub fn route(&self) -> Route {
-        match self {
-            Self::Direct(_) => Route::Direct,
-            Self::Reqwest(_) => Route::Reqwest,
-        }
     }
 
     /// Sends `request` (an absolute URI) and returns the response once its headers arrived.

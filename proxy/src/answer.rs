@@ -19,10 +19,10 @@ use serde_json::Value;
 use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 
-use crate::jsonrpc::WireMessage;
-use crate::jsonrpc::error_response;
 use crate::sessions::events::StreamEvent;
 use crate::upstream::http::SESSION_HEADER;
+use crate::wire::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::error_response;
 
 /// Interval of SSE keep-alive comments on streams the proxy writes (below common client idle
 /// timeouts of 30–60 s; field case BR-15).

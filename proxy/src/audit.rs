@@ -25,7 +25,7 @@ use serde_json::Value;
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
 use crate::auth::Principal;
-use crate::outcome::Outcome;
+use crate::wire::outcome::Outcome;
 
 /// Lines buffered before a writer waits for stdout.
 const BUFFERED_LINES: usize = 16_384;

@@ -16,14 +16,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::Message;
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
 use crate::sessions::Sessions;
 use crate::subscriptions::Subscriptions;
 use crate::upstream::{Upstream, UpstreamSession};
+use crate::wire::jsonrpc::Message;
+use crate::wire::jsonrpc::WireMessage;
 
 /// What the fan-out reads: the shared upstream, the client sessions and their resource
 /// subscriptions, the metrics.

@@ -14,7 +14,7 @@ mod legacy_over_modern;
 mod refusal;
 mod relay;
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,16 +28,16 @@ use tracing::{Instrument as _, Span};
 use crate::answer::Answer;
 use crate::audit::CallFacts;
 use crate::auth::Principal;
-use crate::jsonrpc;
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Era;
-use crate::outcome::Outcome;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::telemetry::spans;
 use crate::upstream::era::UpstreamEra;
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
+use crate::wire::jsonrpc;
+use crate::wire::jsonrpc::WireMessage;
+use crate::wire::outcome::Outcome;
 use call::{Call, Ending, rewrite, session_lost, timeout_answer, upstream_failure};
 use refusal::Refusal;
 

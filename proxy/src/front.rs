@@ -34,12 +34,12 @@ use tracing::Instrument as _;
 use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::forward;
-use crate::jsonrpc::{self, Invalid, Message};
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
 use crate::state::Proxy;
 use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
+use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 pub use body::MAX_BODY_BYTES;
 use refusal::{refused, unknown_session};
@@ -354,7 +354,7 @@ fn notification_failed(
         &Value::Null,
         jsonrpc::UPSTREAM_UNAVAILABLE,
         "the notification could not be forwarded to the upstream MCP server",
-        serde_json::json!({ "outcome": crate::Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
+        serde_json::json!({ "outcome": crate::wire::outcome::Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
     )
 }
 

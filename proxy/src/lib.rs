@@ -51,6 +51,13 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod wire {
+    pub mod jsonrpc;
+    pub mod outcome;
+    pub mod revision;
+    pub mod tasks;
+}
+
 pub mod admin;
 pub mod answer;
 pub mod audit;
@@ -58,25 +65,20 @@ pub mod auth;
 pub mod fanout;
 pub mod forward;
 pub mod front;
-pub mod jsonrpc;
 pub mod lint;
 pub mod metrics;
-pub mod outcome;
 pub mod parked;
 pub mod per_client;
 pub mod rate_limits;
-pub mod revision;
 pub mod server;
 pub mod server_request;
 pub mod sessions;
 pub mod state;
 pub mod stdio;
 pub mod subscriptions;
-pub mod tasks;
 pub mod telemetry;
 pub mod upstream;
 
-pub use outcome::Outcome;
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 
 /// Installs ring as the process-wide rustls crypto provider (the only TLS provider in Berth).

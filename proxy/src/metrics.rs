@@ -16,7 +16,7 @@ use prometheus::{
     Registry, TextEncoder,
 };
 
-use crate::outcome::Outcome;
+use crate::wire::outcome::Outcome;
 
 /// Most distinct tool names used as label values; further tools count as `other`.
 pub const MAX_TOOL_LABELS: usize = 256;

@@ -16,7 +16,7 @@
 //! is unknown here (expired, used, or minted by another replica) gets -32602. Each upstream
 //! request is counted in `berth_proxy_bridged_server_requests_total{direction="to_modern_client"}`.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -24,8 +24,8 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::WireMessage;
 use crate::sessions::DownstreamSession;
+use crate::wire::jsonrpc::WireMessage;
 
 /// The prefix of every `requestState` the proxy mints for a parked call.
 pub const STATE_PREFIX: &str = "berth-mrtr:";

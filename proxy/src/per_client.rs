@@ -16,12 +16,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::telemetry::spans;
 use crate::upstream::listen::{self, Ended};
 use crate::upstream::session::Link;
 use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};
+use crate::wire::jsonrpc::WireMessage;
 
 /// Server messages buffered between a dedicated upstream session and its client.
 const BUFFER: usize = 64;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::jsonrpc;
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
 use crate::sessions::{DownstreamSession, ServerRequest};
 use crate::upstream::UpstreamSession;
 use crate::upstream::control::send_in_background;
+use crate::wire::jsonrpc;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Registers the upstream's request `message` (method `method`, id `upstream_id`) with `client`
 /// and returns it under the client-side id; the client's answer goes back under `upstream_id`.

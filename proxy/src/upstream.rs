@@ -29,8 +29,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Metrics;
+use crate::wire::jsonrpc::WireMessage;
 pub use backoff::QUICK_FAILURE_WINDOW;
 pub use endpoint::Endpoint;
 pub use error::{UpstreamError, error_chain};

@@ -4,7 +4,7 @@
 //! `input_required`) share it. Not responsible for: deciding what to send upstream or when
 //! (the steps do).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,16 +15,16 @@ use tracing::Span;
 use crate::answer::Answer;
 use crate::audit::CallFacts;
 use crate::auth::Principal;
-use crate::jsonrpc;
-use crate::jsonrpc::WireMessage;
 use crate::metrics::Era;
-use crate::outcome::Outcome;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::telemetry::spans;
 use crate::upstream::control::send_cancelled;
 use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::{UpstreamError, UpstreamSession};
+use crate::wire::jsonrpc;
+use crate::wire::jsonrpc::WireMessage;
+use crate::wire::outcome::Outcome;
 
 /// One request in flight: ends in exactly one outcome, recorded once.
 pub(super) struct Call {

@@ -12,7 +12,7 @@
 //! gets a JSON-RPC error under its id, outcome `rejected`; each input request is counted in
 //! `berth_proxy_bridged_server_requests_total{direction="to_legacy_client"}`.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
@@ -20,11 +20,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{Call, rewrite};
-use crate::jsonrpc::WireMessage;
 use crate::sessions::ServerRequest;
 use crate::upstream::era::UpstreamEra;
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError};
+use crate::wire::jsonrpc::WireMessage;
 
 /// Requests on which a modern server may answer `input_required` ("Supported Requests").
 pub const INPUT_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];

@@ -5,11 +5,11 @@
 //! later requests). `resources/subscribe` is bridged onto the proxy's `subscriptions/listen`
 //! stream (`crate::subscriptions`).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
-use crate::jsonrpc::{self, WireMessage};
 use crate::sessions::DownstreamSession;
+use crate::wire::jsonrpc::{self, WireMessage};
 
 /// What the proxy answers in the upstream's place.
 #[derive(Debug, PartialEq)]

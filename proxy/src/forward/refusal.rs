@@ -14,9 +14,9 @@ use serde_json::{Map, Value, json};
 use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::auth::grants::Grants;
-use crate::jsonrpc::{self, WireMessage};
-use crate::outcome::Outcome;
 use crate::rate_limits::RateLimits;
+use crate::wire::jsonrpc::{self, WireMessage};
+use crate::wire::outcome::Outcome;
 
 /// What the tool rules read of the upstream's tool catalogue.
 pub(super) trait Catalogue {
@@ -104,7 +104,7 @@ impl Refusal {
 
 /// Checks that need no upstream: a `tools/call` names its tool (one that cannot be named
 /// cannot be checked against any rule), and task-augmented requests are refused on a shared
-/// upstream session ([`crate::tasks`]).
+/// upstream session ([`crate::wire::tasks`]).
 ///
 /// # Errors
 /// The [`Refusal`], outcome `rejected`.
@@ -122,7 +122,7 @@ pub(super) fn shape(
             "tools/call needs params.name, the tool's name as a string",
         ));
     }
-    if shared && let Some((code, message)) = crate::tasks::refusal(method, body) {
+    if shared && let Some((code, message)) = crate::wire::tasks::refusal(method, body) {
         return Err(Refusal::new(Outcome::Rejected, code, message));
     }
     Ok(())

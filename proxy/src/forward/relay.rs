@@ -15,12 +15,12 @@ use tokio_util::sync::CancellationToken;
 use super::call::{Call, timeout_answer, upstream_failure};
 use super::input_required;
 use crate::answer::Answer;
-use crate::jsonrpc::WireMessage;
-use crate::jsonrpc::{self, Message};
-use crate::outcome::Outcome;
 use crate::server_request;
 use crate::upstream::UpstreamError;
 use crate::upstream::late_response::LateResponse;
+use crate::wire::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::{self, Message};
+use crate::wire::outcome::Outcome;
 
 /// Relays until the final response, the deadline, the client's cancellation, or the client
 /// going away. With `timeouts.maxCall`, each `notifications/progress` of the call restarts the

@@ -33,8 +33,8 @@ use serde_json::Value;
 
 use crate::auth::bearer::bearer_token;
 use crate::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
-use crate::jsonrpc;
 use crate::state::Proxy;
+use crate::wire::jsonrpc;
 
 /// Seconds a client is told to wait when the authorization server's keys are unavailable.
 const UNAVAILABLE_RETRY_SECS: u32 = 5;

@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::linger::LingerOnClose;
 use super::refusal::refused;
-use crate::jsonrpc;
 use crate::metrics::Metrics;
+use crate::wire::jsonrpc;
 
 /// Largest request body accepted, in bytes (16 MiB).
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;

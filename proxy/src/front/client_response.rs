@@ -16,9 +16,9 @@ use serde_json::Value;
 
 use super::refusal::refused;
 use crate::answer::Answer;
-use crate::jsonrpc;
 use crate::sessions::{DownstreamSession, ServerRequest};
 use crate::state::Proxy;
+use crate::wire::jsonrpc;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
 /// it; 202 once it was handed on.

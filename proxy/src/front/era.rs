@@ -4,15 +4,15 @@
 //! in `params._meta` and the `MCP-Protocol-Version` header. The front decides the era per
 //! request ([`is_modern`]) and serves both at once, for different clients.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
 use crate::answer::Answer;
-use crate::jsonrpc::{self, Message};
-use crate::revision::HANDSHAKE_VERSIONS;
+use crate::wire::jsonrpc::{self, Message};
+use crate::wire::revision::HANDSHAKE_VERSIONS;
 
-pub use crate::revision::{
+pub use crate::wire::revision::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     META_SERVER_INFO, MODERN_VERSIONS, supported_versions,
 };

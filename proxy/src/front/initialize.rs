@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 
 use super::refusal::refused;
 use crate::answer::Answer;
-use crate::jsonrpc;
-use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
-use crate::revision::HANDSHAKE_VERSIONS;
 use crate::state::Proxy;
 use crate::upstream::Unavailable;
+use crate::wire::jsonrpc;
+use crate::wire::outcome::Outcome;
+use crate::wire::revision::HANDSHAKE_VERSIONS;
 
 /// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
 ///
@@ -94,7 +94,7 @@ pub async fn handle(
     let mut result = upstream.initialize_result().clone();
     result["protocolVersion"] = json!(version);
     if dedicated.is_none() {
-        crate::tasks::hide_capability(&mut result);
+        crate::wire::tasks::hide_capability(&mut result);
     }
     let session = proxy
         .sessions
@@ -130,7 +130,7 @@ pub async fn handle(
 fn handshake_ceiling(upstream: &crate::upstream::UpstreamSession) -> &str {
     match upstream.era() {
         crate::upstream::era::UpstreamEra::Legacy => upstream.protocol_version(),
-        crate::upstream::era::UpstreamEra::Modern => crate::revision::REQUESTED_VERSION,
+        crate::upstream::era::UpstreamEra::Modern => crate::wire::revision::REQUESTED_VERSION,
     }
 }
 

@@ -12,7 +12,7 @@ mod bridge;
 mod headers;
 mod listen;
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -24,12 +24,12 @@ use super::refusal::refused;
 use crate::answer::Answer;
 use crate::auth::Principal;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
-use crate::jsonrpc::{self, Message, WireMessage};
-use crate::outcome::Outcome;
 use crate::per_client::Dedicated;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::upstream::session::REQUESTED_VERSION;
+use crate::wire::jsonrpc::{self, Message, WireMessage};
+use crate::wire::outcome::Outcome;
 
 /// Methods 2026-07-28 removed (its changelog, "Major changes" 2, 4 and 5): answered 404 with
 /// -32601 and never forwarded, since a legacy upstream would run them.
@@ -263,7 +263,7 @@ async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Ans
     };
     let mut handshake = upstream.initialize_result().clone();
     if session.dedicated().is_none() {
-        crate::tasks::hide_capability(&mut handshake);
+        crate::wire::tasks::hide_capability(&mut handshake);
     }
     let result = bridge::discover_result(&handshake, &era::supported_versions());
     proxy.metrics.record(
@@ -284,7 +284,7 @@ fn error_status(status: StatusCode, body: &Value) -> StatusCode {
     }
     match body.at("/error/code").and_then(Value::as_i64) {
         Some(jsonrpc::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
-        Some(code) if crate::revision::MODERN_ERROR_CODES.contains(&code) => {
+        Some(code) if crate::wire::revision::MODERN_ERROR_CODES.contains(&code) => {
             StatusCode::BAD_REQUEST
         }
         _ => status,

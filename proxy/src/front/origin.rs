@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::answer::Answer;
-use crate::jsonrpc;
 use crate::state::Proxy;
+use crate::wire::jsonrpc;
 
 /// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it
 /// through. Run first by the front's middleware ([`super::admit`]).

@@ -6,9 +6,9 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use crate::answer::Answer;
-use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::telemetry;
+use crate::wire::jsonrpc;
 
 /// A client message refused before anything reached the upstream: counted in
 /// `berth_proxy_invalid_messages_total{reason}` and answered with a JSON-RPC error under `id`.
@@ -21,7 +21,10 @@ pub(super) fn refused(
     message: &str,
 ) -> Answer {
     metrics.invalid_messages.with_label_values(&[reason]).inc();
-    telemetry::spans::record_outcome(&tracing::Span::current(), crate::outcome::Outcome::Rejected);
+    telemetry::spans::record_outcome(
+        &tracing::Span::current(),
+        crate::wire::outcome::Outcome::Rejected,
+    );
     Answer::error(status, id, code, message)
 }
 

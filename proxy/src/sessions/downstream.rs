@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::events;
-use crate::jsonrpc::WireMessage;
 use crate::upstream::UpstreamSession;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Server messages buffered for a session's standalone GET stream before new ones are dropped
 /// (and counted): a client that stops reading holds only its own bounded buffer.
@@ -129,7 +129,7 @@ impl DownstreamSession {
 
     /// Whether this is a modern (MCP 2026-07-28) client's request-scoped session.
     pub fn is_modern(&self) -> bool {
-        crate::revision::is_modern_version(&self.protocol_version)
+        crate::wire::revision::is_modern_version(&self.protocol_version)
     }
 
     /// The era of a request made on this session (the `era` label of its metrics).

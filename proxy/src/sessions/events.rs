@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Events kept per stream for replay; older ones are dropped first.
 pub const STREAM_EVENTS: usize = 256;

@@ -13,7 +13,7 @@
 //! [`STANDALONE_BUFFER`] standalone messages. A pending request whose reader stops reading
 //! holds up only this connection's reader, never another connection's.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,9 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::lines::{Line, LineReader};
 use super::stderr::StderrTail;
-use crate::jsonrpc::WireMessage;
 use crate::metrics::stdio::StdioMetrics;
 use crate::upstream::UpstreamError;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Messages buffered per pending request.
 pub const PENDING_BUFFER: usize = 32;

@@ -2,7 +2,7 @@
 //! Context) and the same keys in a request's `params._meta` (MCP SEP-414), for HTTP and stdio
 //! alike.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::collections::HashMap;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
@@ -13,7 +13,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use serde_json::{Map, Value};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 struct Meta<'a>(&'a Map<String, Value>);
 

@@ -6,7 +6,7 @@
 //! Log lines written inside a span carry its `trace_id` and `span_id` fields (the stderr
 //! format prints the fields of the spans a line is in).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use axum::http::HeaderMap;
 use opentelemetry::trace::{Status, TraceContextExt as _};
 use serde_json::Value;
@@ -14,7 +14,7 @@ use tracing::Span;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-use crate::outcome::Outcome;
+use crate::wire::outcome::Outcome;
 
 /// A step of the proxy's own around calls, each its own span (internal kind).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

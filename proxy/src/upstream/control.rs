@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::UpstreamSession;
-use crate::jsonrpc::WireMessage;
-use crate::outcome::Outcome;
+use crate::wire::jsonrpc::WireMessage;
+use crate::wire::outcome::Outcome;
 
 /// Budget for proxy-originated messages to the upstream (cancellations, answers to server
 /// requests); they never block a caller.

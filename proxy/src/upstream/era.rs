@@ -9,13 +9,13 @@
 //! legacy and the proxy falls back to `initialize`. The result is cached per upstream endpoint
 //! and learned again each time the shared upstream session is re-established (issue 13).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{WireMessage, strings};
-use crate::revision::{
+use crate::wire::jsonrpc::{WireMessage, strings};
+use crate::wire::revision::{
     META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_PROTOCOL_VERSION,
     MODERN_ERROR_CODES, MODERN_VERSIONS,
 };
@@ -124,7 +124,7 @@ pub fn classify(response: Option<&Value>) -> Probe {
 fn without_common(supported: Vec<String>) -> Probe {
     let legacy_offered = supported
         .iter()
-        .any(|v| crate::revision::HANDSHAKE_VERSIONS.contains(&v.as_str()));
+        .any(|v| crate::wire::revision::HANDSHAKE_VERSIONS.contains(&v.as_str()));
     Probe::ModernWithoutCommonVersion {
         legacy_offered,
         supported,

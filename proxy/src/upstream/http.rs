@@ -23,7 +23,7 @@ pub use self::client::HttpError;
 use self::client::{Body, Client};
 use self::target::Target;
 use super::UpstreamError;
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// An upstream's HTTP response, its body not yet read.
 pub type Response = http::Response<Body>;
@@ -181,10 +181,10 @@ impl HttpUpstream {
             headers.insert(METHOD_HEADER, value);
         }
         let target = method
-            .and_then(|m| crate::revision::named_target(m, message.get("params")))
+            .and_then(|m| crate::wire::revision::named_target(m, message.get("params")))
             .flatten();
-        if let Some(value) =
-            target.and_then(|name| HeaderValue::from_str(&crate::revision::header_value(name)).ok())
+        if let Some(value) = target
+            .and_then(|name| HeaderValue::from_str(&crate::wire::revision::header_value(name)).ok())
         {
             headers.insert(NAME_HEADER, value);
         }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// The calls of one upstream session that may still receive a response on its standalone
 /// stream, by upstream request id.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::backoff::{MAX_BACKOFF, MIN_BACKOFF};
 use super::session::Link;
 use super::{UpstreamError, UpstreamSession};
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Hands every message of the session's standalone stream to `sink` until `stop` fires, the
 /// session is lost, or the sink closes. For a stdio session the standalone stream is every

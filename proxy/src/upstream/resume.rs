@@ -17,7 +17,7 @@ use sse_stream::SseByteStream;
 
 use super::UpstreamError;
 use super::http::client::Body;
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// An upstream response, its body not yet read.
 type Response = http::Response<Body>;

@@ -6,7 +6,7 @@
 //! "Transports: Streamable HTTP / Session Management"; MCP 2026-07-28 "Versioning" and
 //! "Discovery".
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -20,11 +20,11 @@ use super::endpoint::Endpoint;
 use super::era::{ClientHop, Probe, UpstreamEra, classify, fill_meta, has_place_on_modern_wire};
 use super::http::{HttpUpstream, Reply};
 use super::late_response::{LateResponse, LateResponses};
-use crate::jsonrpc::WireMessage;
 use crate::stdio::Connection;
+use crate::wire::jsonrpc::WireMessage;
 
-pub use crate::revision::{HANDSHAKE_VERSIONS, REQUESTED_VERSION};
-use crate::revision::{META_SERVER_INFO, MODERN_VERSIONS};
+pub use crate::wire::revision::{HANDSHAKE_VERSIONS, REQUESTED_VERSION};
+use crate::wire::revision::{META_SERVER_INFO, MODERN_VERSIONS};
 
 /// The transport under one upstream session.
 #[derive(Debug)]
@@ -126,7 +126,7 @@ impl UpstreamSession {
                 supported,
             } => Err(UpstreamError::Handshake(format!(
                 "upstream speaks only MCP revisions {supported:?}; the proxy speaks {:?}",
-                crate::revision::supported_versions()
+                crate::wire::revision::supported_versions()
             ))),
             Probe::ModernWithoutCommonVersion { .. } => {
                 // A dual-era server without the proxy's modern revision: its legacy side, on

@@ -9,7 +9,7 @@
 //! tool (absent fields left out), sorted by name, so it does not depend on listing order or key
 //! order.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::collections::{BTreeMap, BTreeSet};
 
 use berth_crds::DriftPolicy;

@@ -15,7 +15,12 @@ use graph::{Cycle, Graph};
 /// module uses only modules of its own layer or below; inside a layer the cycle check keeps the
 /// uses one way.
 const PROXY_LAYERS: &[&[&str]] = &[
-    &["jsonrpc", "outcome", "revision", "tasks"],
+    &[
+        "wire::jsonrpc",
+        "wire::outcome",
+        "wire::revision",
+        "wire::tasks",
+    ],
     &["telemetry", "metrics", "auth", "rate_limits"],
     &["upstream", "stdio"],
     &[

@@ -9,14 +9,14 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::super::call::Call;
-use crate::jsonrpc::{self, WireMessage};
 use crate::metrics::Era;
-use crate::outcome::Outcome;
 use crate::parked::{DIRECTION, Resume};
 use crate::server_request;
 use crate::upstream::UpstreamError;
 use crate::upstream::control::{send_cancelled, send_in_background};
 use crate::upstream::late_response::LateResponse;
+use crate::wire::jsonrpc::{self, WireMessage};
+use crate::wire::outcome::Outcome;
 
 /// Most upstream messages buffered while a call waits for its client's retry; past it the call
 /// is given up (cancelled upstream).

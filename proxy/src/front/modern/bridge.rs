@@ -6,11 +6,11 @@
 //! fields, removed for a legacy upstream, filled in for a modern one) is the call engine's, as
 //! it depends on the upstream that serves the call ([`crate::upstream::era`]).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
 use crate::front::era::META_SERVER_INFO;
-use crate::jsonrpc::{self, WireMessage};
+use crate::wire::jsonrpc::{self, WireMessage};
 
 /// Methods whose results carry cache hints (MCP 2026-07-28, "Caching", "Cacheable Results").
 const CACHEABLE: [&str; 6] = [

@@ -4,14 +4,14 @@
 //! ("Streamable HTTP", "Request Metadata" and "Server Validation"; "Basic", "Per-request
 //! protocol fields").
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use serde_json::Value;
 
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS};
-use crate::jsonrpc::{self, WireMessage};
 use crate::upstream::param_headers::ParamHeader;
+use crate::wire::jsonrpc::{self, WireMessage};
 
 /// Why a modern request is refused: every variant is a 400 with a JSON-RPC error.
 #[derive(Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! with `_meta["io.modelcontextprotocol/subscriptionId"]` (the request's id), and ends the
 //! session when the client closes it. On shutdown the stream gets the graceful closing result.
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::answer::Answer;
-use crate::jsonrpc::WireMessage;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
+use crate::wire::jsonrpc::WireMessage;
 
 /// `_meta` key tagging every message of a subscription.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -42,7 +42,7 @@ impl Filter {
             capabilities.pointer(&format!("/{kind}/{flag}")) == Some(&Value::Bool(true))
         };
         let uris = if offers("resources", "subscribe") {
-            crate::jsonrpc::strings(requested.and_then(|n| n.get("resourceSubscriptions")))
+            crate::wire::jsonrpc::strings(requested.and_then(|n| n.get("resourceSubscriptions")))
         } else {
             Vec::new()
         };
@@ -144,7 +144,7 @@ pub fn open(
         proxy.metrics.record(
             "subscriptions/listen",
             None,
-            crate::outcome::Outcome::Ok,
+            crate::wire::outcome::Outcome::Ok,
             started.elapsed(),
             crate::metrics::Era::Modern,
         );

@@ -18,7 +18,7 @@ use super::super::backoff::{MAX_BACKOFF, MIN_BACKOFF};
 use super::super::era::fill_meta;
 use super::super::{Reply, UpstreamSession};
 use super::ended::Ended;
-use crate::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::WireMessage;
 
 /// The acknowledgement that opens a listen stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";

@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use crate::jsonrpc;
+use crate::wire::jsonrpc;
 
 /// Removes the `tasks` server capability from an upstream `InitializeResult` before a client
 /// of a shared session sees it.

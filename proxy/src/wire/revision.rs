@@ -32,9 +32,9 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// JSON-RPC error codes the modern revision defines (MCP 2026-07-28, "Error codes"): a server
 /// that answers with one of them speaks the modern revision.
 pub const MODERN_ERROR_CODES: [i64; 3] = [
-    crate::jsonrpc::HEADER_MISMATCH,
-    crate::jsonrpc::MISSING_CLIENT_CAPABILITY,
-    crate::jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
+    crate::wire::jsonrpc::HEADER_MISMATCH,
+    crate::wire::jsonrpc::MISSING_CLIENT_CAPABILITY,
+    crate::wire::jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
 ];
 
 /// Every revision the proxy serves, newest first: the modern ones, then those with a handshake.

@@ -3,7 +3,7 @@
 //! Every `tools/call` ends in exactly one [`Outcome`] (README.md "Why it exists", failure 5). A
 //! result with `isError: true` is a failure (`tool_error`), never a success (field case BR-30).
 
-use crate::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::Pointer as _;
 use serde_json::Value;
 
 /// How one forwarded request ended. The label values are a contract: alerts and

@@ -14,7 +14,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::upstream::Upstream;
 
 /// What the admin endpoints read.

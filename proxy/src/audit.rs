@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 use serde_json::Value;
 use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
 
-use crate::auth::Principal;
+use crate::access::auth::Principal;
 use crate::wire::outcome::Outcome;
 
 /// Lines buffered before a writer waits for stdout.

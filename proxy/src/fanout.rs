@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::server_request;
 use crate::sessions::DownstreamSession;
 use crate::sessions::Sessions;

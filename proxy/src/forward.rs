@@ -25,13 +25,13 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tracing::{Instrument as _, Span};
 
+use crate::access::auth::Principal;
 use crate::answer::Answer;
 use crate::audit::CallFacts;
-use crate::auth::Principal;
-use crate::metrics::Era;
+use crate::observe::metrics::Era;
+use crate::observe::telemetry::spans;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
-use crate::telemetry::spans;
 use crate::upstream::era::UpstreamEra;
 use crate::upstream::late_response::LateResponse;
 use crate::upstream::{Reply, UpstreamError, UpstreamSession};
@@ -90,7 +90,7 @@ pub async fn request(
     let era = session.era();
     let deadline = tokio::time::Instant::now() + proxy.call_budget;
     // The server span the front opened for this request.
-    let span = if crate::telemetry::enabled() {
+    let span = if crate::observe::telemetry::enabled() {
         Span::current()
     } else {
         Span::none()

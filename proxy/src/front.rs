@@ -31,13 +31,13 @@ use futures::StreamExt;
 use serde_json::Value;
 use tracing::Instrument as _;
 
+use crate::access::auth::Principal;
 use crate::answer::Answer;
-use crate::auth::Principal;
 use crate::forward;
+use crate::observe::telemetry;
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
 use crate::state::Proxy;
-use crate::telemetry;
 use crate::upstream::http::SESSION_HEADER;
 use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};

@@ -51,6 +51,16 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod access {
+    pub mod auth;
+    pub mod rate_limits;
+}
+
+pub mod observe {
+    pub mod metrics;
+    pub mod telemetry;
+}
+
 pub mod wire {
     pub mod jsonrpc;
     pub mod outcome;
@@ -61,22 +71,18 @@ pub mod wire {
 pub mod admin;
 pub mod answer;
 pub mod audit;
-pub mod auth;
 pub mod fanout;
 pub mod forward;
 pub mod front;
 pub mod lint;
-pub mod metrics;
 pub mod parked;
 pub mod per_client;
-pub mod rate_limits;
 pub mod server;
 pub mod server_request;
 pub mod sessions;
 pub mod state;
 pub mod stdio;
 pub mod subscriptions;
-pub mod telemetry;
 pub mod upstream;
 
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};

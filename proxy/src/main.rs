@@ -197,8 +197,8 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // Before the OTLP exporter's HTTP client is built.
     berth_proxy::install_crypto_provider();
-    let settings = berth_proxy::telemetry::Settings::from_env()?;
-    let telemetry = berth_proxy::telemetry::init(&settings)?;
+    let settings = berth_proxy::observe::telemetry::Settings::from_env()?;
+    let telemetry = berth_proxy::observe::telemetry::init(&settings)?;
     let threads = args
         .worker_threads
         .map(std::num::NonZeroUsize::get)

@@ -62,7 +62,7 @@ pub struct Parked {
     pub name: Option<String>,
     /// Hands the retry to the call.
     pub resume: oneshot::Sender<Resume>,
-    /// The identity ([`crate::auth::Principal::identity`]) of the caller whose call this is;
+    /// The identity ([`crate::access::auth::Principal::identity`]) of the caller whose call this is;
     /// only a retry of the same caller may resume it.
     pub owner: Option<String>,
 }

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::metrics::Metrics;
-use crate::telemetry::spans;
+use crate::observe::metrics::Metrics;
+use crate::observe::telemetry::spans;
 use crate::upstream::listen::{self, Ended};
 use crate::upstream::session::Link;
 use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::audit::Auditor;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::sessions::Sessions;
 use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
@@ -66,15 +66,15 @@ pub enum StartError {
     },
 }
 
-impl From<crate::auth::AuthConfigError> for StartError {
-    fn from(error: crate::auth::AuthConfigError) -> Self {
+impl From<crate::access::auth::AuthConfigError> for StartError {
+    fn from(error: crate::access::auth::AuthConfigError) -> Self {
         match error {
-            crate::auth::AuthConfigError::Token(var) => Self::Secret {
+            crate::access::auth::AuthConfigError::Token(var) => Self::Secret {
                 var,
                 field: "downstreamAuth.bearerTokenEnv",
                 problem: "is unset or empty".to_owned(),
             },
-            crate::auth::AuthConfigError::OAuth(problem) => {
+            crate::access::auth::AuthConfigError::OAuth(problem) => {
                 Self::Auth(format!("downstreamAuth.{problem}"))
             }
         }
@@ -210,9 +210,9 @@ pub async fn start_on(
         upstream_stop.clone(),
         shutdown.clone(),
     );
-    let tool_grants =
-        crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Policy)?;
-    let rate_limits = crate::rate_limits::RateLimits::new(&config.tools.rate_limits)
+    let tool_grants = crate::access::auth::grants::Grants::new(&config.tools.grants)
+        .map_err(StartError::Policy)?;
+    let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
         .map_err(StartError::Policy)?;
     let auditor = match config.audit {
         AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)),
@@ -283,8 +283,8 @@ pub async fn start_on(
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
-    if let Some(crate::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
-        tasks.push(tokio::spawn(crate::auth::refresh_keys(
+    if let Some(crate::access::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
+        tasks.push(tokio::spawn(crate::access::auth::refresh_keys(
             Arc::clone(server),
             upstream_stop.clone(),
         )));
@@ -330,11 +330,11 @@ fn downstream_secrets(
     env: &dyn Fn(&str) -> Option<String>,
     idle_timeout: Duration,
     metrics: &Metrics,
-) -> Result<(Option<crate::auth::DownstreamAuth>, Sessions), StartError> {
+) -> Result<(Option<crate::access::auth::DownstreamAuth>, Sessions), StartError> {
     let auth = config
         .downstream_auth
         .as_ref()
-        .map(|auth| crate::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
+        .map(|auth| crate::access::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
         .transpose()?;
     let mut sessions = Sessions::new(idle_timeout);
     if let Some(var) = &config.session_key_env {

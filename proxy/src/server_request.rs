@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::sessions::{DownstreamSession, ServerRequest};
 use crate::upstream::UpstreamSession;
 use crate::upstream::control::send_in_background;

@@ -147,9 +147,9 @@ impl Sessions {
         protocol_version: &str,
         client_capabilities: Value,
         dedicated: Option<crate::per_client::Dedicated>,
-        owner: Option<&crate::auth::Principal>,
+        owner: Option<&crate::access::auth::Principal>,
     ) -> Arc<DownstreamSession> {
-        let owner = owner.map(crate::auth::Principal::owner_digest);
+        let owner = owner.map(crate::access::auth::Principal::owner_digest);
         let id = match &self.signer {
             Some(signer) => signer.mint(protocol_version, &client_capabilities, owner.as_deref()),
             None => uuid::Uuid::new_v4().simple().to_string(),
@@ -377,10 +377,10 @@ mod tests {
         let signer = || signed_id::SessionSigner::new(key).expect("key");
         let a = Sessions::new(Duration::from_secs(60)).with_signer(signer());
         let b = Sessions::new(Duration::from_secs(60)).with_signer(signer());
-        let principal = |sub: &str| crate::auth::Principal {
+        let principal = |sub: &str| crate::access::auth::Principal {
             subject: Some(sub.to_owned()),
             client_id: Some("agent".to_owned()),
-            ..crate::auth::Principal::default()
+            ..crate::access::auth::Principal::default()
         };
         let (alice, mallory) = (principal("alice"), principal("mallory"));
         let s = a.create("2025-06-18", json!({}), None, Some(&alice));

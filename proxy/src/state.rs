@@ -12,7 +12,7 @@ use std::time::Duration;
 use berth_crds::{SessionStrategy, ToolsPolicySpec};
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::sessions::Sessions;
 use crate::subscriptions::Subscriptions;
 use crate::upstream::control::send_in_background;
@@ -50,9 +50,9 @@ pub struct Proxy {
     pub tools_policy: ToolsPolicySpec,
     /// `tools.grants`, compiled: which of those each OAuth caller may use; `None` without
     /// grants.
-    pub tool_grants: Option<crate::auth::grants::Grants>,
+    pub tool_grants: Option<crate::access::auth::grants::Grants>,
     /// The compiled `tools.rateLimits`; `None` without any.
-    pub rate_limits: Option<crate::rate_limits::RateLimits>,
+    pub rate_limits: Option<crate::access::rate_limits::RateLimits>,
     /// Where audit events go (`audit`; [`crate::audit`]).
     pub auditor: crate::audit::Auditor,
     /// `session.maxSessions` (`PerClient`).
@@ -61,7 +61,7 @@ pub struct Proxy {
     pub endpoint: Endpoint,
     /// `downstreamAuth`: the static token or the OAuth resource server clients must satisfy;
     /// `None` admits every client.
-    pub downstream_auth: Option<crate::auth::DownstreamAuth>,
+    pub downstream_auth: Option<crate::access::auth::DownstreamAuth>,
     /// `requestOrigin`: the `Origin` and `Host` values the MCP endpoint accepts.
     pub request_origin: berth_crds::proxy_config::request_origin::RequestOriginSpec,
 }

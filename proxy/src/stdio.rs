@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-pub use crate::metrics::stdio::{self as metrics, StdioMetrics};
+pub use crate::observe::metrics::stdio::{self as metrics, StdioMetrics};
 pub use connection::{Connection, EndReason, PendingReply};
 
 use crate::upstream::UpstreamError;
@@ -125,13 +125,15 @@ impl StdioEndpoint {
     /// (also counted in `berth_proxy_stdio_spawn_failures_total`).
     pub async fn open(&self) -> Result<Connection, UpstreamError> {
         let n = self.next_label.fetch_add(1, Ordering::Relaxed);
-        let span = crate::telemetry::spans::step(crate::telemetry::spans::Step::StdioStart);
+        let span = crate::observe::telemetry::spans::step(
+            crate::observe::telemetry::spans::Step::StdioStart,
+        );
         let opened = match &self.target {
             Target::Command(argv) => span.in_scope(|| self.spawn(argv, n)),
             Target::Socket(path) => self.connect(path, n).instrument(span.clone()).await,
         };
         if let Err(error) = &opened {
-            crate::telemetry::spans::record_error(&span, error.kind());
+            crate::observe::telemetry::spans::record_error(&span, error.kind());
             self.metrics.spawn_failures.inc();
         }
         opened

@@ -29,7 +29,7 @@ use serde_json::Value;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::wire::jsonrpc::WireMessage;
 pub use backoff::QUICK_FAILURE_WINDOW;
 pub use endpoint::Endpoint;

@@ -12,13 +12,13 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tracing::Span;
 
+use crate::access::auth::Principal;
 use crate::answer::Answer;
 use crate::audit::CallFacts;
-use crate::auth::Principal;
-use crate::metrics::Era;
+use crate::observe::metrics::Era;
+use crate::observe::telemetry::spans;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
-use crate::telemetry::spans;
 use crate::upstream::control::send_cancelled;
 use crate::upstream::era::{self, UpstreamEra};
 use crate::upstream::{UpstreamError, UpstreamSession};

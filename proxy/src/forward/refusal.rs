@@ -11,10 +11,10 @@
 use axum::http::StatusCode;
 use serde_json::{Map, Value, json};
 
+use crate::access::auth::Principal;
+use crate::access::auth::grants::Grants;
+use crate::access::rate_limits::RateLimits;
 use crate::answer::Answer;
-use crate::auth::Principal;
-use crate::auth::grants::Grants;
-use crate::rate_limits::RateLimits;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
 
@@ -170,7 +170,7 @@ pub(super) fn tool_rules(
     if let Some(limits) = rules.rate_limits
         && let Err(wait) = limits.admit(caller, tool, catalogue.lists(tool))
     {
-        let retry_after_secs = crate::rate_limits::retry_after_secs(wait);
+        let retry_after_secs = crate::access::rate_limits::retry_after_secs(wait);
         let mut refusal = Refusal::new(
             Outcome::RateLimited,
             jsonrpc::RATE_LIMITED,

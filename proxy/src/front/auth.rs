@@ -31,8 +31,8 @@ use axum::routing::get;
 use berth_crds::proxy_config::oauth::RESOURCE_METADATA_PATH;
 use serde_json::Value;
 
-use crate::auth::bearer::bearer_token;
-use crate::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
+use crate::access::auth::bearer::bearer_token;
+use crate::access::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
 use crate::state::Proxy;
 use crate::wire::jsonrpc;
 

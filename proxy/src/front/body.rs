@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::linger::LingerOnClose;
 use super::refusal::refused;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::wire::jsonrpc;
 
 /// Largest request body accepted, in bytes (16 MiB).

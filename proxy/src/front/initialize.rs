@@ -29,7 +29,7 @@ pub async fn handle(
     header: Option<&str>,
     id: &Value,
     body: &Value,
-    caller: Option<&crate::auth::Principal>,
+    caller: Option<&crate::access::auth::Principal>,
 ) -> Answer {
     if let Some(header) = header {
         if super::session::live_session(proxy, header, caller).is_some() {
@@ -177,7 +177,7 @@ pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
         None,
         Outcome::Rejected,
         Duration::ZERO,
-        crate::metrics::Era::Legacy,
+        crate::observe::metrics::Era::Legacy,
     );
     Answer::error_with_data(
         StatusCode::SERVICE_UNAVAILABLE,

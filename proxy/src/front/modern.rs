@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::refusal::refused;
+use crate::access::auth::Principal;
 use crate::answer::Answer;
-use crate::auth::Principal;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
 use crate::per_client::Dedicated;
 use crate::sessions::DownstreamSession;
@@ -257,7 +257,7 @@ async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Ans
             None,
             Outcome::UpstreamUnavailable,
             started.elapsed(),
-            crate::metrics::Era::Modern,
+            crate::observe::metrics::Era::Modern,
         );
         return super::initialize::unavailable(id, false);
     };
@@ -271,7 +271,7 @@ async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Ans
         None,
         Outcome::Ok,
         started.elapsed(),
-        crate::metrics::Era::Modern,
+        crate::observe::metrics::Era::Modern,
     );
     Answer::ok(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }

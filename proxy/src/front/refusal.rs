@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use crate::answer::Answer;
-use crate::metrics::Metrics;
-use crate::telemetry;
+use crate::observe::metrics::Metrics;
+use crate::observe::telemetry;
 use crate::wire::jsonrpc;
 
 /// A client message refused before anything reached the upstream: counted in

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::auth::Principal;
+use crate::access::auth::Principal;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 

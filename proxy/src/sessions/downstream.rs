@@ -133,11 +133,11 @@ impl DownstreamSession {
     }
 
     /// The era of a request made on this session (the `era` label of its metrics).
-    pub fn era(&self) -> crate::metrics::Era {
+    pub fn era(&self) -> crate::observe::metrics::Era {
         if self.is_modern() {
-            crate::metrics::Era::Modern
+            crate::observe::metrics::Era::Modern
         } else {
-            crate::metrics::Era::Legacy
+            crate::observe::metrics::Era::Legacy
         }
     }
 
@@ -162,7 +162,7 @@ impl DownstreamSession {
     /// from any other identity is then treated as naming an unknown session, so a session id
     /// that leaked is useless to anyone else (MCP "Security Best Practices", session hijacking;
     /// issue 15). Without OAuth, `caller` is always `None` and every request is admitted.
-    pub fn admits(&self, caller: Option<&crate::auth::Principal>) -> bool {
+    pub fn admits(&self, caller: Option<&crate::access::auth::Principal>) -> bool {
         let Some(caller) = caller else {
             return self.owner.get().is_none();
         };

@@ -35,7 +35,7 @@ pub struct Claims {
     /// Names of the capabilities the client declared (`sampling`, `roots`, ...).
     #[serde(rename = "c")]
     pub capabilities: Vec<String>,
-    /// Digest of the identity that opened the session ([`crate::auth::Principal::owner_digest`]),
+    /// Digest of the identity that opened the session ([`crate::access::auth::Principal::owner_digest`]),
     /// so every replica binds an adopted session to its opener; absent without OAuth.
     #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lines::{Line, LineReader};
 use super::stderr::StderrTail;
-use crate::metrics::stdio::StdioMetrics;
+use crate::observe::metrics::stdio::StdioMetrics;
 use crate::upstream::UpstreamError;
 use crate::wire::jsonrpc::WireMessage;
 

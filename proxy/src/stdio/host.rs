@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use super::child;
 use super::connection::REFUSAL_PREFIX;
 use super::stderr::{self, StderrTail};
-use crate::metrics::stdio::StdioMetrics;
+use crate::observe::metrics::stdio::StdioMetrics;
 
 /// How long a child that exited may flush its stdout to the connection.
 const FLUSH_AFTER_EXIT: Duration = Duration::from_secs(1);

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, BufReader};
 
 use super::lines::{Line, LineReader};
-use crate::metrics::stdio::StdioMetrics;
+use crate::observe::metrics::stdio::StdioMetrics;
 
 /// Lines of stderr kept per child.
 pub const TAIL_LINES: usize = 20;

@@ -214,7 +214,7 @@ impl HttpUpstream {
             headers.insert(SESSION_HEADER, value);
         }
         // The current span is the upstream's parent (W3C Trace Context; issue 16).
-        for (name, value) in crate::telemetry::traceparent_header() {
+        for (name, value) in crate::observe::telemetry::traceparent_header() {
             headers.insert(name, value);
         }
         let request = self.request(Method::POST, headers, message.to_bytes());

@@ -192,7 +192,7 @@ impl UpstreamSession {
             json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params }).into();
         // The handshake names the proxy's span (replacing a client's `_meta.traceparent` that
         // came with PerClient's forwarded params).
-        let request = crate::telemetry::with_trace_context(&request).unwrap_or(request);
+        let request = crate::observe::telemetry::with_trace_context(&request).unwrap_or(request);
         let (reply, link) = match endpoint {
             Endpoint::Http(http) => {
                 let (reply, id) = http.post(&request, None, None).await?;
@@ -437,7 +437,7 @@ impl UpstreamSession {
     ) -> Result<Reply, UpstreamError> {
         // With traces on, a request names the current span as its parent in `_meta`
         // (SEP-414), over HTTP and stdio alike.
-        let traced = crate::telemetry::with_trace_context(message);
+        let traced = crate::observe::telemetry::with_trace_context(message);
         let message = traced.as_ref().unwrap_or(message);
         let http = match &self.link {
             Link::Stdio(connection) => {
@@ -531,7 +531,7 @@ fn probe_request(hop: &ClientHop) -> WireMessage {
     let mut request: WireMessage =
         json!({ "jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {} }).into();
     fill_meta(&mut request, MODERN_VERSIONS[0], hop);
-    crate::telemetry::with_trace_context(&request).unwrap_or(request)
+    crate::observe::telemetry::with_trace_context(&request).unwrap_or(request)
 }
 
 /// Probes an HTTP upstream ("Streamable HTTP", "Backward Compatibility"): a 4xx whose body is

@@ -18,7 +18,7 @@ use super::tools::list_tools;
 use super::{
     Phase, Unavailable, Upstream, UpstreamError, UpstreamSession, error_chain, listen, tools,
 };
-use crate::telemetry::spans;
+use crate::observe::telemetry::spans;
 
 /// How often the supervisor pings an idle upstream session, so a dead upstream takes the proxy
 /// out of readiness even when no client is calling (README.md "Why it exists", failure 5).

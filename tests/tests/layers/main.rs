@@ -21,7 +21,12 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "wire::revision",
         "wire::tasks",
     ],
-    &["telemetry", "metrics", "auth", "rate_limits"],
+    &[
+        "observe::telemetry",
+        "observe::metrics",
+        "access::auth",
+        "access::rate_limits",
+    ],
     &["upstream", "stdio"],
     &[
         "per_client",

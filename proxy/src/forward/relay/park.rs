@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::super::call::Call;
-use crate::metrics::Era;
+use crate::observe::metrics::Era;
 use crate::parked::{DIRECTION, Resume};
 use crate::server_request;
 use crate::upstream::UpstreamError;
@@ -77,7 +77,10 @@ pub(in crate::forward) async fn park(
     }
     call.input_rounds += 1;
     let key = format!("berth-{}", call.input_rounds);
-    let owner = call.caller.as_deref().map(crate::auth::Principal::identity);
+    let owner = call
+        .caller
+        .as_deref()
+        .map(crate::access::auth::Principal::identity);
     let (token, resumed) = call
         .proxy
         .parked

@@ -146,7 +146,7 @@ pub fn open(
             None,
             crate::wire::outcome::Outcome::Ok,
             started.elapsed(),
-            crate::metrics::Era::Modern,
+            crate::observe::metrics::Era::Modern,
         );
     });
     Answer::Stream(stream)

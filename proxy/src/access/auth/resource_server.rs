@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::jwks::{KeyCache, KeyError};
 use super::principal::{Claims, Principal};
-use crate::metrics::auth::AuthMetrics;
+use crate::observe::metrics::auth::AuthMetrics;
 
 /// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::auth`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -341,8 +341,8 @@ impl Metrics {
             Box::new(standalone_streams.clone()),
             Box::new(stream_resumptions.clone()),
             Box::new(build_info),
-            Box::new(crate::telemetry::counters().exported.clone()),
-            Box::new(crate::telemetry::counters().dropped.clone()),
+            Box::new(crate::observe::telemetry::counters().exported.clone()),
+            Box::new(crate::observe::telemetry::counters().dropped.clone()),
         ];
         for collector in collectors {
             registry.register(collector).expect("unique metric");

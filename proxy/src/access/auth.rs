@@ -5,7 +5,7 @@
 //! Module map: [`bearer`] (the static token), [`resource_server`] (token validation),
 //! [`grants`] (which tools each caller may use),
 //! [`jwks`] (the authorization server's keys, discovered and cached), [`principal`] (the
-//! caller a token names). Its metrics are in `crate::metrics::auth`.
+//! caller a token names). Its metrics are in `crate::observe::metrics::auth`.
 //!
 //! Not responsible for: upstream credentials (the proxy's own `upstream.headers`); the client's
 //! token never goes upstream.
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use berth_crds::DownstreamAuth as AuthConfig;
 
-pub use crate::metrics::auth::AuthMetrics;
+pub use crate::observe::metrics::auth::AuthMetrics;
 pub use bearer::BearerToken;
 pub use principal::Principal;
 pub use resource_server::{Rejection, ResourceServer};

@@ -16,7 +16,7 @@ use globset::GlobSet;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
-use crate::auth::Principal;
+use crate::access::auth::Principal;
 
 /// The compiled `tools.rateLimits`.
 pub struct RateLimits {

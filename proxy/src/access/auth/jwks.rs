@@ -22,7 +22,7 @@ use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
-use crate::metrics::auth::AuthMetrics;
+use crate::observe::metrics::auth::AuthMetrics;
 
 /// Shortest time between two fetches caused by unknown key ids: a token naming a key the
 /// cache lacks waits until this long after the last fetch began, then one fetch serves every

@@ -1,5 +1,5 @@
 //! The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`), registered by
-//! [`super::Metrics`] and counted by `crate::auth::jwks`. Not responsible for: any other proxy
+//! [`super::Metrics`] and counted by `crate::access::auth::jwks`. Not responsible for: any other proxy
 //! metric.
 
 use prometheus::{IntCounterVec, Opts, Registry};

@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 
 use crate::observe::metrics::Metrics;
-use crate::upstream::Upstream;
+use crate::transport::upstream::Upstream;
 
 /// What the admin endpoints read.
 #[derive(Clone)]

@@ -20,7 +20,7 @@ use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 
 use crate::sessions::events::StreamEvent;
-use crate::upstream::http::SESSION_HEADER;
+use crate::transport::upstream::http::SESSION_HEADER;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::jsonrpc::error_response;
 

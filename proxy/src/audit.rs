@@ -265,7 +265,7 @@ fn serialize_display<S: serde::Serializer>(
 /// `sha256:<hex>` of `arguments`' canonical JSON (object keys sorted, recursively), so the same
 /// arguments give the same digest whatever order the client wrote them in.
 pub fn arguments_digest(arguments: &Value) -> String {
-    crate::upstream::tools::canonical_digest(arguments)
+    crate::transport::upstream::tools::canonical_digest(arguments)
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use crate::server_request;
 use crate::sessions::DownstreamSession;
 use crate::sessions::Sessions;
 use crate::subscriptions::Subscriptions;
-use crate::upstream::{Upstream, UpstreamSession};
+use crate::transport::upstream::{Upstream, UpstreamSession};
 use crate::wire::jsonrpc::Message;
 use crate::wire::jsonrpc::WireMessage;
 
@@ -151,8 +151,8 @@ fn server_request(fanout: &Fanout, message: WireMessage, upstream_id: Value, met
     }
 }
 
-fn resubscribe(fanout: &Fanout, session: &Arc<crate::upstream::UpstreamSession>) {
-    if session.era() == crate::upstream::era::UpstreamEra::Modern {
+fn resubscribe(fanout: &Fanout, session: &Arc<crate::transport::upstream::UpstreamSession>) {
+    if session.era() == crate::transport::upstream::era::UpstreamEra::Modern {
         // The new session's listen stream carries them.
         for uri in fanout.subscriptions.uris() {
             session.set_listen_uri(&uri, true);
@@ -166,7 +166,7 @@ fn resubscribe(fanout: &Fanout, session: &Arc<crate::upstream::UpstreamSession>)
             "method": "resources/subscribe",
             "params": { "uri": uri },
         });
-        crate::upstream::control::send_in_background(Arc::clone(session), message);
+        crate::transport::upstream::control::send_in_background(Arc::clone(session), message);
     }
 }
 

@@ -32,9 +32,9 @@ use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
-use crate::upstream::era::UpstreamEra;
-use crate::upstream::late_response::LateResponse;
-use crate::upstream::{Reply, UpstreamError, UpstreamSession};
+use crate::transport::upstream::era::UpstreamEra;
+use crate::transport::upstream::late_response::LateResponse;
+use crate::transport::upstream::{Reply, UpstreamError, UpstreamSession};
 use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
@@ -53,7 +53,7 @@ fn refuse(ending: &Ending<'_>, id: &Value, refusal: Refusal) -> Answer {
 }
 
 /// The tool rules read the shared upstream's catalogue.
-impl refusal::Catalogue for crate::upstream::Upstream {
+impl refusal::Catalogue for crate::transport::upstream::Upstream {
     fn exposes(&self, tool: &str) -> bool {
         self.exposes(tool)
     }

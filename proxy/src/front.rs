@@ -38,7 +38,7 @@ use crate::observe::telemetry;
 use crate::sessions::DownstreamSession;
 use crate::sessions::events::StreamKind;
 use crate::state::Proxy;
-use crate::upstream::http::SESSION_HEADER;
+use crate::transport::upstream::http::SESSION_HEADER;
 use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 pub use body::MAX_BODY_BYTES;
@@ -459,7 +459,7 @@ async fn notification(
                     .send(&body)
                     .await
                     .map(|_| ())
-                    .map_err(|error| crate::upstream::error_chain(&error)),
+                    .map_err(|error| crate::transport::upstream::error_chain(&error)),
                 None => Err("no upstream session".to_owned()),
             };
             match sent {

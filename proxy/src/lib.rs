@@ -51,6 +51,11 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod transport {
+    pub mod stdio;
+    pub mod upstream;
+}
+
 pub mod access {
     pub mod auth;
     pub mod rate_limits;
@@ -81,9 +86,7 @@ pub mod server;
 pub mod server_request;
 pub mod sessions;
 pub mod state;
-pub mod stdio;
 pub mod subscriptions;
-pub mod upstream;
 
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 

@@ -234,13 +234,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             grace,
             command,
         }) => {
-            let settings = berth_proxy::stdio::host::HostSettings {
+            let settings = berth_proxy::transport::stdio::host::HostSettings {
                 socket: socket.clone(),
                 max_children: *max_children,
                 grace: *grace,
                 command: command.clone(),
             };
-            let host = berth_proxy::stdio::host::Host::bind(settings)?;
+            let host = berth_proxy::transport::stdio::host::Host::bind(settings)?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             let stop = shutdown.clone();
             tokio::spawn(async move {
@@ -251,7 +251,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::CopySelf { dest }) => {
-            return berth_proxy::stdio::copy_self(dest)
+            return berth_proxy::transport::stdio::copy_self(dest)
                 .with_context(|| format!("failed to copy this executable to {}", dest.display()));
         }
         None => {}

@@ -18,9 +18,9 @@ use tracing::Instrument as _;
 
 use crate::observe::metrics::Metrics;
 use crate::observe::telemetry::spans;
-use crate::upstream::listen::{self, Ended};
-use crate::upstream::session::Link;
-use crate::upstream::{Endpoint, UpstreamError, UpstreamSession};
+use crate::transport::upstream::listen::{self, Ended};
+use crate::transport::upstream::session::Link;
+use crate::transport::upstream::{Endpoint, UpstreamError, UpstreamSession};
 use crate::wire::jsonrpc::WireMessage;
 
 /// Server messages buffered between a dedicated upstream session and its client.

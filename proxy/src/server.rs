@@ -20,9 +20,11 @@ use tokio_util::sync::CancellationToken;
 use crate::audit::Auditor;
 use crate::observe::metrics::Metrics;
 use crate::sessions::Sessions;
-use crate::stdio::{StdioEndpoint, Target};
 use crate::subscriptions::Subscriptions;
-use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
+use crate::transport::stdio::{StdioEndpoint, Target};
+use crate::transport::upstream::{
+    Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
+};
 
 pub use crate::front::linger::{self, LingerOnClose};
 pub use crate::state::Proxy;
@@ -383,11 +385,11 @@ fn endpoint(
     };
     let max_line_bytes = upstream
         .max_line_bytes
-        .map_or(crate::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
+        .map_or(crate::transport::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
             usize::try_from(n).unwrap_or(usize::MAX)
         });
     let grace = match env(STDIO_GRACE_ENV) {
-        None => crate::stdio::DEFAULT_GRACE,
+        None => crate::transport::stdio::DEFAULT_GRACE,
         Some(text) => berth_crds::DurationString::new(&text)
             .to_duration()
             .map_err(|e| StartError::Env(format!("{STDIO_GRACE_ENV}: {e}")))?,

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::observe::metrics::Metrics;
 use crate::sessions::{DownstreamSession, ServerRequest};
-use crate::upstream::UpstreamSession;
-use crate::upstream::control::send_in_background;
+use crate::transport::upstream::UpstreamSession;
+use crate::transport::upstream::control::send_in_background;
 use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 

@@ -15,9 +15,9 @@ use tokio_util::sync::CancellationToken;
 use crate::observe::metrics::Metrics;
 use crate::sessions::Sessions;
 use crate::subscriptions::Subscriptions;
-use crate::upstream::control::send_in_background;
-use crate::upstream::era::UpstreamEra;
-use crate::upstream::{Endpoint, Upstream};
+use crate::transport::upstream::control::send_in_background;
+use crate::transport::upstream::era::UpstreamEra;
+use crate::transport::upstream::{Endpoint, Upstream};
 
 /// State shared by every handler.
 pub struct Proxy {

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::answer::Answer;
 use crate::sessions::DownstreamSession;
-use crate::upstream::UpstreamSession;
-use crate::upstream::era::UpstreamEra;
+use crate::transport::upstream::UpstreamSession;
+use crate::transport::upstream::era::UpstreamEra;
 
 /// Answers `resources/subscribe` / `resources/unsubscribe` locally when the upstream's
 /// subscription set does not change (another client already subscribed, or still is); `None`

@@ -348,7 +348,8 @@ async fn br_20_unknown_newer_version_is_negotiated_down_not_rejected() {
             .unwrap_or_default()
             .to_owned();
         assert!(
-            berth_proxy::upstream::session::HANDSHAKE_VERSIONS.contains(&version.as_str()),
+            berth_proxy::transport::upstream::session::HANDSHAKE_VERSIONS
+                .contains(&version.as_str()),
             "{requested} -> {version}"
         );
         assert_ne!(version, "2099-01-01");

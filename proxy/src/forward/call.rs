@@ -19,9 +19,9 @@ use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
-use crate::upstream::control::send_cancelled;
-use crate::upstream::era::{self, UpstreamEra};
-use crate::upstream::{UpstreamError, UpstreamSession};
+use crate::transport::upstream::control::send_cancelled;
+use crate::transport::upstream::era::{self, UpstreamEra};
+use crate::transport::upstream::{UpstreamError, UpstreamSession};
 use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
@@ -121,7 +121,7 @@ impl Call {
         let caller = self.caller.as_deref();
         let shown = |tool: &Value| {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
-            let read_only = crate::upstream::tools::is_read_only(tool);
+            let read_only = crate::transport::upstream::tools::is_read_only(tool);
             policy.exposes(name, read_only)
                 && grants.is_none_or(|grants| grants.allows(caller, name, read_only))
         };
@@ -294,7 +294,7 @@ pub(super) fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         mcp.request_id = %call.downstream_id,
         upstream_session_id = call.upstream.id().unwrap_or_default(),
         protocol_version = call.upstream.protocol_version(),
-        error = %crate::upstream::error_chain(error),
+        error = %crate::transport::upstream::error_chain(error),
         kind = error.kind(),
         "upstream request failed"
     );

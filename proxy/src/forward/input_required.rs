@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{Call, rewrite};
 use crate::sessions::ServerRequest;
-use crate::upstream::era::UpstreamEra;
-use crate::upstream::late_response::LateResponse;
-use crate::upstream::{Reply, UpstreamError};
+use crate::transport::upstream::era::UpstreamEra;
+use crate::transport::upstream::late_response::LateResponse;
+use crate::transport::upstream::{Reply, UpstreamError};
 use crate::wire::jsonrpc::WireMessage;
 
 /// Requests on which a modern server may answer `input_required` ("Supported Requests").

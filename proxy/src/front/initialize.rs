@@ -13,7 +13,7 @@ use super::refusal::refused;
 use crate::answer::Answer;
 use crate::per_client::Dedicated;
 use crate::state::Proxy;
-use crate::upstream::Unavailable;
+use crate::transport::upstream::Unavailable;
 use crate::wire::jsonrpc;
 use crate::wire::outcome::Outcome;
 use crate::wire::revision::HANDSHAKE_VERSIONS;
@@ -80,8 +80,8 @@ pub async fn handle(
                         .upstream_initializations
                         .with_label_values(&["error"])
                         .inc();
-                    tracing::warn!(error = %crate::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
-                    if let crate::upstream::UpstreamError::Refused(_) = error {
+                    tracing::warn!(error = %crate::transport::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
+                    if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                         // A stdio host at its --max-children: a limit, like maxSessions.
                         return session_limit(proxy, id);
                     }
@@ -127,10 +127,12 @@ pub async fn handle(
 
 /// The newest legacy revision a client may be answered with: the legacy upstream session's
 /// own, or for a modern upstream (which has no handshake) the newest the proxy serves.
-fn handshake_ceiling(upstream: &crate::upstream::UpstreamSession) -> &str {
+fn handshake_ceiling(upstream: &crate::transport::upstream::UpstreamSession) -> &str {
     match upstream.era() {
-        crate::upstream::era::UpstreamEra::Legacy => upstream.protocol_version(),
-        crate::upstream::era::UpstreamEra::Modern => crate::wire::revision::REQUESTED_VERSION,
+        crate::transport::upstream::era::UpstreamEra::Legacy => upstream.protocol_version(),
+        crate::transport::upstream::era::UpstreamEra::Modern => {
+            crate::wire::revision::REQUESTED_VERSION
+        }
     }
 }
 

@@ -27,7 +27,7 @@ use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_L
 use crate::per_client::Dedicated;
 use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
-use crate::upstream::session::REQUESTED_VERSION;
+use crate::transport::upstream::session::REQUESTED_VERSION;
 use crate::wire::jsonrpc::{self, Message, WireMessage};
 use crate::wire::outcome::Outcome;
 
@@ -218,8 +218,8 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
     Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget)
         .await
         .map_err(|error| {
-            tracing::warn!(error = %crate::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
-            if let crate::upstream::UpstreamError::Refused(_) = error {
+            tracing::warn!(error = %crate::transport::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
+            if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                 return super::initialize::session_limit(proxy, id);
             }
             super::initialize::unavailable(id, false)
@@ -231,7 +231,8 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
 async fn serving_upstream(
     proxy: &Proxy,
     session: &DownstreamSession,
-) -> Result<Arc<crate::upstream::UpstreamSession>, crate::upstream::Unavailable> {
+) -> Result<Arc<crate::transport::upstream::UpstreamSession>, crate::transport::upstream::Unavailable>
+{
     match session.dedicated() {
         Some(dedicated) => Ok(dedicated.current()),
         None => proxy.upstream.try_session(proxy.connect_budget).await,

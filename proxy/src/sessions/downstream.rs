@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::events;
-use crate::upstream::UpstreamSession;
+use crate::transport::upstream::UpstreamSession;
 use crate::wire::jsonrpc::WireMessage;
 
 /// Server messages buffered for a session's standalone GET stream before new ones are dropped
@@ -188,13 +188,13 @@ impl DownstreamSession {
     /// The client's hop as a modern upstream is told it on each of the client's requests:
     /// its capabilities, `clientInfo` and log level (MCP 2026-07-28, "Per-request protocol
     /// fields"; issue 13).
-    pub fn client_hop(&self) -> crate::upstream::era::ClientHop {
+    pub fn client_hop(&self) -> crate::transport::upstream::era::ClientHop {
         let capabilities = if self.is_modern() {
             self.client_capabilities.clone()
         } else {
-            crate::upstream::era::modern_capabilities(&self.client_capabilities)
+            crate::transport::upstream::era::modern_capabilities(&self.client_capabilities)
         };
-        crate::upstream::era::ClientHop {
+        crate::transport::upstream::era::ClientHop {
             capabilities,
             info: self.client_info.get().cloned().unwrap_or_default(),
             // A legacy client that set no level gets every log message, as from a legacy

@@ -27,7 +27,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "access::auth",
         "access::rate_limits",
     ],
-    &["upstream", "stdio"],
+    &["transport::upstream", "transport::stdio"],
     &[
         "per_client",
         "sessions",

@@ -12,9 +12,9 @@ use super::super::call::Call;
 use crate::observe::metrics::Era;
 use crate::parked::{DIRECTION, Resume};
 use crate::server_request;
-use crate::upstream::UpstreamError;
-use crate::upstream::control::{send_cancelled, send_in_background};
-use crate::upstream::late_response::LateResponse;
+use crate::transport::upstream::UpstreamError;
+use crate::transport::upstream::control::{send_cancelled, send_in_background};
+use crate::transport::upstream::late_response::LateResponse;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
 

@@ -4,7 +4,7 @@
 //! resource. A modern upstream's reply already has them and passes as it came. Everything else
 //! is carried byte for byte (issue 12, item 6). The request side (the client-hop `_meta`
 //! fields, removed for a legacy upstream, filled in for a modern one) is the call engine's, as
-//! it depends on the upstream that serves the call ([`crate::upstream::era`]).
+//! it depends on the upstream that serves the call ([`crate::transport::upstream::era`]).
 
 use crate::wire::jsonrpc::Pointer as _;
 use serde_json::{Value, json};

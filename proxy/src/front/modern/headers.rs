@@ -10,7 +10,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS};
-use crate::upstream::param_headers::ParamHeader;
+use crate::transport::upstream::param_headers::ParamHeader;
 use crate::wire::jsonrpc::{self, WireMessage};
 
 /// Why a modern request is refused: every variant is a 400 with a JSON-RPC error.
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn param_headers_must_mirror_annotated_arguments_decoded_and_by_type() {
-        let declared = crate::upstream::param_headers::declared(&json!({"properties": {
+        let declared = crate::transport::upstream::param_headers::declared(&json!({"properties": {
             "region": {"type": "string", "x-mcp-header": "Region"},
             "count": {"type": "integer", "x-mcp-header": "Count"},
             "dry": {"type": "boolean", "x-mcp-header": "Dry"}}}));

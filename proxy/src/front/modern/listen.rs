@@ -165,13 +165,13 @@ fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
         let Some(upstream) = upstream else {
             continue;
         };
-        if upstream.era() == crate::upstream::era::UpstreamEra::Modern {
+        if upstream.era() == crate::transport::upstream::era::UpstreamEra::Modern {
             upstream.set_listen_uri(uri, true);
             continue;
         }
         let message = json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
             "method": "resources/subscribe", "params": {"uri": uri}});
-        crate::upstream::control::send_in_background(upstream, message);
+        crate::transport::upstream::control::send_in_background(upstream, message);
     }
 }
 

@@ -20,7 +20,7 @@ use super::endpoint::Endpoint;
 use super::era::{ClientHop, Probe, UpstreamEra, classify, fill_meta, has_place_on_modern_wire};
 use super::http::{HttpUpstream, Reply};
 use super::late_response::{LateResponse, LateResponses};
-use crate::stdio::Connection;
+use crate::transport::stdio::Connection;
 use crate::wire::jsonrpc::WireMessage;
 
 pub use crate::wire::revision::{HANDSHAKE_VERSIONS, REQUESTED_VERSION};
@@ -614,7 +614,7 @@ pub fn proxy_initialize_params() -> Value {
 
 /// A stdio reply as the HTTP-shaped [`Reply`] the forwarding code handles: a stream for a
 /// request, `Accepted` for anything else.
-fn stdio_reply(pending: crate::stdio::PendingReply) -> Reply {
+fn stdio_reply(pending: crate::transport::stdio::PendingReply) -> Reply {
     if pending.is_request() {
         Reply::Stream(Box::pin(pending))
     } else {

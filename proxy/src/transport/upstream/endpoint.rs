@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::http::HttpUpstream;
-use crate::stdio::StdioEndpoint;
+use crate::transport::stdio::StdioEndpoint;
 
 /// An upstream MCP server's transport endpoint.
 #[derive(Clone, Debug)]

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::lines::{Line, LineReader};
 use super::stderr::StderrTail;
 use crate::observe::metrics::stdio::StdioMetrics;
-use crate::upstream::UpstreamError;
+use crate::transport::upstream::UpstreamError;
 use crate::wire::jsonrpc::WireMessage;
 
 /// Messages buffered per pending request.

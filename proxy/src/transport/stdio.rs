@@ -5,7 +5,7 @@
 //! `--upstream-command`) or through a same-pod `berth-proxy stdio-host` over a Unix socket
 //! (`upstream.socket`); reading its stdout with a line limit; draining its stderr; and stopping
 //! and reaping it. The session, budget, outcome, tools-probe and readiness machinery is the
-//! HTTP upstream's (`crate::upstream`): a [`Connection`] is one more link under an
+//! HTTP upstream's (`crate::transport::upstream`): a [`Connection`] is one more link under an
 //! `UpstreamSession`. Not responsible for: which client gets which child (`per_client`, the
 //! upstream supervisor) or Kubernetes (the operator builds the pod). See `proxy/README.md`,
 //! "Stdio upstreams", for the design.
@@ -28,7 +28,7 @@ use tracing::Instrument as _;
 pub use crate::observe::metrics::stdio::{self as metrics, StdioMetrics};
 pub use connection::{Connection, EndReason, PendingReply};
 
-use crate::upstream::UpstreamError;
+use crate::transport::upstream::UpstreamError;
 use connection::Shared;
 use stderr::StderrTail;
 
@@ -66,7 +66,7 @@ pub struct StdioEndpoint {
     live: watch::Sender<usize>,
     exits: watch::Sender<u64>,
     next_label: AtomicU64,
-    era: crate::upstream::era::EraCache,
+    era: crate::transport::upstream::era::EraCache,
 }
 
 impl std::fmt::Display for StdioEndpoint {
@@ -98,12 +98,12 @@ impl StdioEndpoint {
             live: watch::channel(0).0,
             exits: watch::channel(0).0,
             next_label: AtomicU64::new(1),
-            era: crate::upstream::era::EraCache::default(),
+            era: crate::transport::upstream::era::EraCache::default(),
         }
     }
 
     /// The protocol era its children were last found to speak.
-    pub fn era(&self) -> &crate::upstream::era::EraCache {
+    pub fn era(&self) -> &crate::transport::upstream::era::EraCache {
         &self.era
     }
 

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::sessions::DownstreamSession;
+use crate::client::sessions::Sessions;
+use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
 use crate::server_request;
-use crate::sessions::DownstreamSession;
-use crate::sessions::Sessions;
-use crate::subscriptions::Subscriptions;
 use crate::transport::upstream::{Upstream, UpstreamSession};
 use crate::wire::jsonrpc::Message;
 use crate::wire::jsonrpc::WireMessage;
@@ -171,7 +171,7 @@ fn resubscribe(fanout: &Fanout, session: &Arc<crate::transport::upstream::Upstre
 }
 
 /// What delivers a dedicated (`PerClient`) upstream session's standalone messages to `client`,
-/// for [`crate::per_client::Dedicated::listen`]: spawns [`deliver_dedicated`].
+/// for [`crate::client::per_client::Dedicated::listen`]: spawns [`deliver_dedicated`].
 pub fn to_client(
     client: Weak<DownstreamSession>,
     metrics: Arc<Metrics>,

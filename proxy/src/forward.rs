@@ -26,11 +26,11 @@ use tokio::sync::mpsc;
 use tracing::{Instrument as _, Span};
 
 use crate::access::auth::Principal;
-use crate::answer::Answer;
-use crate::audit::CallFacts;
+use crate::client::answer::Answer;
+use crate::client::audit::CallFacts;
+use crate::client::sessions::DownstreamSession;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
-use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::late_response::LateResponse;
@@ -41,7 +41,7 @@ use crate::wire::outcome::Outcome;
 use call::{Call, Ending, rewrite, session_lost, timeout_answer, upstream_failure};
 use refusal::Refusal;
 
-pub use crate::parked;
+pub use crate::client::parked;
 
 /// Messages buffered per streamed response before the relay waits for the client to read.
 const STREAM_BUFFER: usize = 32;
@@ -196,7 +196,7 @@ pub async fn request(
             }
         };
     }
-    if let Some(answer) = crate::subscriptions::local_answer(
+    if let Some(answer) = crate::client::subscriptions::local_answer(
         &proxy.subscriptions,
         &session,
         &upstream,

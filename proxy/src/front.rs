@@ -32,11 +32,11 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::access::auth::Principal;
-use crate::answer::Answer;
+use crate::client::answer::Answer;
+use crate::client::sessions::DownstreamSession;
+use crate::client::sessions::events::StreamKind;
 use crate::forward;
 use crate::observe::telemetry;
-use crate::sessions::DownstreamSession;
-use crate::sessions::events::StreamKind;
 use crate::state::Proxy;
 use crate::transport::upstream::http::SESSION_HEADER;
 use crate::wire::jsonrpc::{self, Invalid, Message};
@@ -520,7 +520,7 @@ async fn handle_get(
         .standalone_streams
         .with_label_values(&[opened.as_label()])
         .inc();
-    if opened == crate::sessions::Opened::Replaced {
+    if opened == crate::client::sessions::Opened::Replaced {
         tracing::debug!(
             mcp.session_id = session.id(),
             "standalone stream replaced by a new GET"
@@ -532,13 +532,13 @@ async fn handle_get(
 /// A GET's SSE stream, which ends when the proxy stops serving (its pump keeps what follows).
 fn stream_until_shutdown(
     proxy: &Proxy,
-    events: tokio::sync::mpsc::Receiver<crate::sessions::events::StreamEvent>,
+    events: tokio::sync::mpsc::Receiver<crate::client::sessions::events::StreamEvent>,
 ) -> Response {
     let shutdown = proxy.shutdown.clone();
-    let events = crate::answer::stream_from(events)
-        .map(crate::answer::event_block)
+    let events = crate::client::answer::stream_from(events)
+        .map(crate::client::answer::event_block)
         .take_until(async move { shutdown.cancelled().await });
-    crate::answer::sse_response(events)
+    crate::client::answer::sse_response(events)
 }
 
 async fn handle_delete(

@@ -51,6 +51,15 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod client {
+    pub mod answer;
+    pub mod audit;
+    pub mod parked;
+    pub mod per_client;
+    pub mod sessions;
+    pub mod subscriptions;
+}
+
 pub mod transport {
     pub mod stdio;
     pub mod upstream;
@@ -74,19 +83,13 @@ pub mod wire {
 }
 
 pub mod admin;
-pub mod answer;
-pub mod audit;
 pub mod fanout;
 pub mod forward;
 pub mod front;
 pub mod lint;
-pub mod parked;
-pub mod per_client;
 pub mod server;
 pub mod server_request;
-pub mod sessions;
 pub mod state;
-pub mod subscriptions;
 
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 

@@ -17,10 +17,10 @@ use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Auditor;
+use crate::client::audit::Auditor;
+use crate::client::sessions::Sessions;
+use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
-use crate::sessions::Sessions;
-use crate::subscriptions::Subscriptions;
 use crate::transport::stdio::{StdioEndpoint, Target};
 use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
@@ -301,10 +301,10 @@ pub async fn start_on(
             .filter_map(|client| {
                 client
                     .dedicated()
-                    .map(crate::per_client::Dedicated::current)
+                    .map(crate::client::per_client::Dedicated::current)
             })
             .collect();
-        crate::per_client::close_all(dedicated).await;
+        crate::client::per_client::close_all(dedicated).await;
     }));
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.
@@ -346,7 +346,7 @@ fn downstream_secrets(
             problem,
         };
         let key = env(var).ok_or_else(|| secret("is unset".to_owned()))?;
-        let signer = crate::sessions::signed_id::SessionSigner::new(key.as_bytes())
+        let signer = crate::client::sessions::signed_id::SessionSigner::new(key.as_bytes())
             .map_err(|short| secret(short.to_string()))?;
         sessions = sessions.with_signer(signer);
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::client::sessions::{DownstreamSession, ServerRequest};
 use crate::observe::metrics::Metrics;
-use crate::sessions::{DownstreamSession, ServerRequest};
 use crate::transport::upstream::UpstreamSession;
 use crate::transport::upstream::control::send_in_background;
 use crate::wire::jsonrpc;

@@ -12,9 +12,9 @@ use std::time::Duration;
 use berth_crds::{SessionStrategy, ToolsPolicySpec};
 use tokio_util::sync::CancellationToken;
 
+use crate::client::sessions::Sessions;
+use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
-use crate::sessions::Sessions;
-use crate::subscriptions::Subscriptions;
 use crate::transport::upstream::control::send_in_background;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::{Endpoint, Upstream};
@@ -29,7 +29,7 @@ pub struct Proxy {
     pub subscriptions: Arc<Subscriptions>,
     /// Calls parked on a legacy upstream's server request until their modern client retries
     /// (MRTR bridging, issue 13).
-    pub parked: crate::parked::ParkedCalls,
+    pub parked: crate::client::parked::ParkedCalls,
     /// Metrics registry.
     pub metrics: Arc<Metrics>,
     /// `timeouts.call`.
@@ -53,8 +53,8 @@ pub struct Proxy {
     pub tool_grants: Option<crate::access::auth::grants::Grants>,
     /// The compiled `tools.rateLimits`; `None` without any.
     pub rate_limits: Option<crate::access::rate_limits::RateLimits>,
-    /// Where audit events go (`audit`; [`crate::audit`]).
-    pub auditor: crate::audit::Auditor,
+    /// Where audit events go (`audit`; [`crate::client::audit`]).
+    pub auditor: crate::client::audit::Auditor,
     /// `session.maxSessions` (`PerClient`).
     pub max_sessions: usize,
     /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.

@@ -13,11 +13,11 @@ use serde_json::{Value, json};
 use tracing::Span;
 
 use crate::access::auth::Principal;
-use crate::answer::Answer;
-use crate::audit::CallFacts;
+use crate::client::answer::Answer;
+use crate::client::audit::CallFacts;
+use crate::client::sessions::DownstreamSession;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
-use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::transport::upstream::control::send_cancelled;
 use crate::transport::upstream::era::{self, UpstreamEra};
@@ -185,7 +185,7 @@ impl Drop for Call {
 
 /// Where a request's end is recorded, once: its `berth_proxy_requests_total` /
 /// `berth_proxy_tool_calls_total` sample and, for a `tools/call`, its audit line
-/// ([`crate::audit`]).
+/// ([`crate::client::audit`]).
 pub(crate) struct Ending<'a> {
     pub(super) proxy: &'a Proxy,
     pub(super) method: &'a str,

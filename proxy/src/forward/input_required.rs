@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::call::{Call, rewrite};
-use crate::sessions::ServerRequest;
+use crate::client::sessions::ServerRequest;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::late_response::LateResponse;
 use crate::transport::upstream::{Reply, UpstreamError};

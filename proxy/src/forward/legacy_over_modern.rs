@@ -3,12 +3,12 @@
 //! for its own hop) and `logging/setLevel` (the revision takes the level per request, so the
 //! proxy keeps it and sends it as `_meta` `io.modelcontextprotocol/logLevel` on the client's
 //! later requests). `resources/subscribe` is bridged onto the proxy's `subscriptions/listen`
-//! stream (`crate::subscriptions`).
+//! stream (`crate::client::subscriptions`).
 
 use crate::wire::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
-use crate::sessions::DownstreamSession;
+use crate::client::sessions::DownstreamSession;
 use crate::wire::jsonrpc::{self, WireMessage};
 
 /// What the proxy answers in the upstream's place.
@@ -45,7 +45,7 @@ pub fn answer(session: &DownstreamSession, method: &str, body: &WireMessage) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sessions::Sessions;
+    use crate::client::sessions::Sessions;
 
     #[test]
     fn ping_and_set_level_are_answered_here() {

@@ -14,7 +14,7 @@
 //!
 //! Refusals count as `berth_proxy_invalid_messages_total{reason}` with `unauthorized` (401),
 //! `insufficient_scope` (403) or `auth_unavailable` (503), and each writes an audit event
-//! ([`crate::audit`]). The client's `Authorization` header
+//! ([`crate::client::audit`]). The client's `Authorization` header
 //! is never forwarded upstream.
 //!
 //! Also here: the protected resource metadata routes (RFC 9728 section 3), served without

@@ -15,8 +15,8 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use super::refusal::refused;
-use crate::answer::Answer;
-use crate::sessions::{DownstreamSession, ServerRequest};
+use crate::client::answer::Answer;
+use crate::client::sessions::{DownstreamSession, ServerRequest};
 use crate::state::Proxy;
 use crate::wire::jsonrpc;
 

@@ -10,8 +10,8 @@ use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 
 use super::refusal::refused;
-use crate::answer::Answer;
-use crate::per_client::Dedicated;
+use crate::client::answer::Answer;
+use crate::client::per_client::Dedicated;
 use crate::state::Proxy;
 use crate::transport::upstream::Unavailable;
 use crate::wire::jsonrpc;

@@ -22,10 +22,10 @@ use tokio::sync::mpsc;
 
 use super::refusal::refused;
 use crate::access::auth::Principal;
-use crate::answer::Answer;
+use crate::client::answer::Answer;
+use crate::client::per_client::Dedicated;
+use crate::client::sessions::DownstreamSession;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
-use crate::per_client::Dedicated;
-use crate::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::transport::upstream::session::REQUESTED_VERSION;
 use crate::wire::jsonrpc::{self, Message, WireMessage};
@@ -335,7 +335,7 @@ async fn shape(
                     session: None,
                 };
             }
-            let (resend, rest) = mpsc::channel(crate::sessions::STANDALONE_BUFFER);
+            let (resend, rest) = mpsc::channel(crate::client::sessions::STANDALONE_BUFFER);
             let _ = resend.try_send(first);
             tokio::spawn(async move {
                 let mut upstream = upstream;

@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::answer::Answer;
+use crate::client::answer::Answer;
 use crate::state::Proxy;
 use crate::wire::jsonrpc;
 

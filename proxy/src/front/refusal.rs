@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use crate::answer::Answer;
+use crate::client::answer::Answer;
 use crate::observe::metrics::Metrics;
 use crate::observe::telemetry;
 use crate::wire::jsonrpc;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::access::auth::Principal;
-use crate::sessions::DownstreamSession;
+use crate::client::sessions::DownstreamSession;
 use crate::state::Proxy;
 
 /// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another

@@ -1,5 +1,5 @@
 //! Parking a call on a legacy upstream's server request for a modern client
-//! ([`crate::parked`]): the relay's side.
+//! ([`crate::client::parked`]): the relay's side.
 
 use std::collections::VecDeque;
 
@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::super::call::Call;
+use crate::client::parked::{DIRECTION, Resume};
 use crate::observe::metrics::Era;
-use crate::parked::{DIRECTION, Resume};
 use crate::server_request;
 use crate::transport::upstream::UpstreamError;
 use crate::transport::upstream::control::{send_cancelled, send_in_background};

@@ -14,8 +14,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::answer::Answer;
-use crate::sessions::DownstreamSession;
+use crate::client::answer::Answer;
+use crate::client::sessions::DownstreamSession;
 use crate::state::Proxy;
 use crate::wire::jsonrpc::WireMessage;
 
@@ -104,7 +104,7 @@ pub fn open(
         ));
     }
     subscribe(proxy, &session, &filter.uris);
-    let (sink, stream) = mpsc::channel(crate::sessions::STANDALONE_BUFFER);
+    let (sink, stream) = mpsc::channel(crate::client::sessions::STANDALONE_BUFFER);
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": {SUBSCRIPTION_ID: id}, "notifications": filter.as_json()}});
     let proxy = Arc::clone(proxy);

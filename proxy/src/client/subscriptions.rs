@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use crate::answer::Answer;
-use crate::sessions::DownstreamSession;
+use crate::client::answer::Answer;
+use crate::client::sessions::DownstreamSession;
 use crate::transport::upstream::UpstreamSession;
 use crate::transport::upstream::era::UpstreamEra;
 

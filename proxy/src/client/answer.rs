@@ -19,7 +19,7 @@ use serde_json::Value;
 use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 
-use crate::sessions::events::StreamEvent;
+use crate::client::sessions::events::StreamEvent;
 use crate::transport::upstream::http::SESSION_HEADER;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::jsonrpc::error_response;
@@ -44,7 +44,7 @@ pub enum Answer {
     /// client cancelled the request).
     Stream(mpsc::Receiver<WireMessage>),
     /// A legacy session's stream carried through its event log: each event has an id a client
-    /// can resume from (`crate::sessions::DownstreamSession::carry`).
+    /// can resume from (`crate::client::sessions::DownstreamSession::carry`).
     Events(mpsc::Receiver<StreamEvent>),
     /// `202 Accepted` with no body: a notification or response, or a request the client
     /// cancelled ([`Answer::cancelled`]).

@@ -88,7 +88,7 @@ impl Sessions {
         id: String,
         protocol_version: &str,
         client_capabilities: Value,
-        dedicated: Option<crate::per_client::Dedicated>,
+        dedicated: Option<crate::client::per_client::Dedicated>,
     ) -> DownstreamSession {
         DownstreamSession {
             id,
@@ -117,7 +117,7 @@ impl Sessions {
         &self,
         protocol_version: &str,
         client_capabilities: Value,
-        dedicated: Option<crate::per_client::Dedicated>,
+        dedicated: Option<crate::client::per_client::Dedicated>,
     ) -> Arc<DownstreamSession> {
         let id = format!("request-{}", uuid::Uuid::new_v4().simple());
         let mut session = self.new_session(id, protocol_version, client_capabilities, dedicated);
@@ -146,7 +146,7 @@ impl Sessions {
         &self,
         protocol_version: &str,
         client_capabilities: Value,
-        dedicated: Option<crate::per_client::Dedicated>,
+        dedicated: Option<crate::client::per_client::Dedicated>,
         owner: Option<&crate::access::auth::Principal>,
     ) -> Arc<DownstreamSession> {
         let owner = owner.map(crate::access::auth::Principal::owner_digest);

@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::sessions::DownstreamSession;
+use crate::client::sessions::DownstreamSession;
 use crate::wire::jsonrpc::WireMessage;
 
 /// The prefix of every `requestState` the proxy mints for a parked call.
@@ -50,7 +50,7 @@ pub struct Resume {
     /// `params.inputResponses` of the retry (keys as the `inputRequests` named them).
     pub input_responses: Map<String, Value>,
     /// The retry's audit facts (its request id), for the line the call writes when it ends.
-    pub facts: Option<crate::audit::CallFacts>,
+    pub facts: Option<crate::client::audit::CallFacts>,
 }
 
 /// A call waiting for its client's retry.

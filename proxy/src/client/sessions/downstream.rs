@@ -42,7 +42,7 @@ pub struct DownstreamSession {
     pub(super) standalone: Mutex<Option<mpsc::Sender<WireMessage>>>,
     /// Event ids and replay for this session's SSE streams (legacy sessions only).
     pub(super) events: Arc<events::EventLog>,
-    pub(super) dedicated: Option<crate::per_client::Dedicated>,
+    pub(super) dedicated: Option<crate::client::per_client::Dedicated>,
     pub(super) closed: CancellationToken,
     /// Set for a request-scoped session ([`Sessions::request_scoped`]): counts it while it
     /// lives; its dedicated upstream session is closed when it is dropped.
@@ -142,7 +142,7 @@ impl DownstreamSession {
     }
 
     /// The session's own upstream session (`PerClient` strategy); `None` with `Shared`.
-    pub fn dedicated(&self) -> Option<&crate::per_client::Dedicated> {
+    pub fn dedicated(&self) -> Option<&crate::client::per_client::Dedicated> {
         self.dedicated.as_ref()
     }
 

@@ -51,6 +51,13 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod engine {
+    pub mod fanout;
+    pub mod forward;
+    pub mod server_request;
+    pub mod state;
+}
+
 pub mod client {
     pub mod answer;
     pub mod audit;
@@ -83,13 +90,9 @@ pub mod wire {
 }
 
 pub mod admin;
-pub mod fanout;
-pub mod forward;
 pub mod front;
 pub mod lint;
 pub mod server;
-pub mod server_request;
-pub mod state;
 
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 

@@ -26,8 +26,8 @@ use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
 };
 
+pub use crate::engine::state::Proxy;
 pub use crate::front::linger::{self, LingerOnClose};
-pub use crate::state::Proxy;
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -272,8 +272,8 @@ pub async fn start_on(
             idle_timeout,
             upstream_stop.clone(),
         )),
-        tokio::spawn(crate::fanout::run(
-            crate::fanout::Fanout {
+        tokio::spawn(crate::engine::fanout::run(
+            crate::engine::fanout::Fanout {
                 upstream: Arc::clone(&proxy.upstream),
                 sessions: Arc::clone(&proxy.sessions),
                 subscriptions: Arc::clone(&proxy.subscriptions),

@@ -69,7 +69,7 @@ impl Dedicated {
 
     /// Starts relaying the upstream session's standalone stream: `deliver` is handed the
     /// session and the receiver of its messages, and starts what delivers them to the client
-    /// ([`crate::fanout::to_client`]).
+    /// ([`crate::engine::fanout::to_client`]).
     pub fn listen(&self, deliver: impl FnOnce(Arc<UpstreamSession>, mpsc::Receiver<WireMessage>)) {
         let stop = CancellationToken::new();
         let previous = std::mem::replace(

@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::access::auth::bearer::bearer_token;
 use crate::access::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
-use crate::state::Proxy;
+use crate::engine::state::Proxy;
 use crate::wire::jsonrpc;
 
 /// Seconds a client is told to wait when the authorization server's keys are unavailable.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::refusal::refused;
 use crate::client::answer::Answer;
 use crate::client::per_client::Dedicated;
-use crate::state::Proxy;
+use crate::engine::state::Proxy;
 use crate::transport::upstream::Unavailable;
 use crate::wire::jsonrpc;
 use crate::wire::outcome::Outcome;
@@ -103,7 +103,7 @@ pub async fn handle(
         session.set_client_info(info);
     }
     if let Some(dedicated) = session.dedicated() {
-        dedicated.listen(crate::fanout::to_client(
+        dedicated.listen(crate::engine::fanout::to_client(
             Arc::downgrade(&session),
             Arc::clone(&proxy.metrics),
         ));

@@ -25,8 +25,8 @@ use crate::access::auth::Principal;
 use crate::client::answer::Answer;
 use crate::client::per_client::Dedicated;
 use crate::client::sessions::DownstreamSession;
+use crate::engine::state::Proxy;
 use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
-use crate::state::Proxy;
 use crate::transport::upstream::session::REQUESTED_VERSION;
 use crate::wire::jsonrpc::{self, Message, WireMessage};
 use crate::wire::outcome::Outcome;
@@ -188,7 +188,7 @@ async fn serve(
     }
     let server_info = server_info(proxy, &session);
     let wants_logs = meta.get(META_LOG_LEVEL).is_some();
-    let answer = crate::forward::request(
+    let answer = crate::engine::forward::request(
         Arc::clone(proxy),
         Arc::clone(&session),
         id,

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use crate::client::answer::Answer;
-use crate::state::Proxy;
+use crate::engine::state::Proxy;
 use crate::wire::jsonrpc;
 
 /// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it

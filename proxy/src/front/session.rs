@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::access::auth::Principal;
 use crate::client::sessions::DownstreamSession;
-use crate::state::Proxy;
+use crate::engine::state::Proxy;
 
 /// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
 /// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.

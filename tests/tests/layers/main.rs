@@ -36,8 +36,12 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "client::audit",
         "client::parked",
     ],
-    &["state"],
-    &["server_request", "fanout", "forward"],
+    &["engine::state"],
+    &[
+        "engine::server_request",
+        "engine::fanout",
+        "engine::forward",
+    ],
     &["front", "admin"],
     &["server", "lint"],
 ];

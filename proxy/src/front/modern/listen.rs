@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::client::answer::Answer;
 use crate::client::sessions::DownstreamSession;
-use crate::state::Proxy;
+use crate::engine::state::Proxy;
 use crate::wire::jsonrpc::WireMessage;
 
 /// `_meta` key tagging every message of a subscription.
@@ -98,7 +98,7 @@ pub fn open(
     proxy.sessions.register(Arc::clone(&session));
     let (mut server_messages, _) = session.open_standalone();
     if let Some(dedicated) = session.dedicated() {
-        dedicated.listen(crate::fanout::to_client(
+        dedicated.listen(crate::engine::fanout::to_client(
             Arc::downgrade(&session),
             Arc::clone(&proxy.metrics),
         ));

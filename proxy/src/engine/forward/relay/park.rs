@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 
 use super::super::call::Call;
 use crate::client::parked::{DIRECTION, Resume};
+use crate::engine::server_request;
 use crate::observe::metrics::Era;
-use crate::server_request;
 use crate::transport::upstream::UpstreamError;
 use crate::transport::upstream::control::{send_cancelled, send_in_background};
 use crate::transport::upstream::late_response::LateResponse;
@@ -23,7 +23,7 @@ use crate::wire::outcome::Outcome;
 const PARK_BUFFER: usize = 256;
 
 /// How parking went.
-pub(in crate::forward) enum Parking {
+pub(in crate::engine::forward) enum Parking {
     /// The request was answered upstream without the client (`ping`, or refused for a missing
     /// capability); the relay carries on with its `tx`.
     NotParked(mpsc::Sender<WireMessage>),
@@ -35,7 +35,7 @@ pub(in crate::forward) enum Parking {
 }
 
 /// Where the relay's upstream input comes from while parked.
-pub(in crate::forward) struct Upstream<'a> {
+pub(in crate::engine::forward) struct Upstream<'a> {
     pub stream: &'a mut BoxStream<'static, Result<WireMessage, UpstreamError>>,
     pub late: &'a mut LateResponse,
     pub buffered: &'a mut VecDeque<WireMessage>,
@@ -46,7 +46,7 @@ pub(in crate::forward) struct Upstream<'a> {
 /// modern client's call: parks the call and answers the client with an `input_required`
 /// result on `tx` (then dropped), waits for the retry until `deadline`, and on the retry sends
 /// the answer upstream and rebases `call` onto the retry.
-pub(in crate::forward) async fn park(
+pub(in crate::engine::forward) async fn park(
     call: &mut Call,
     message: WireMessage,
     upstream_id: Value,

@@ -29,9 +29,9 @@ use crate::access::auth::Principal;
 use crate::client::answer::Answer;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
+use crate::engine::state::Proxy;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
-use crate::state::Proxy;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::late_response::LateResponse;
 use crate::transport::upstream::{Reply, UpstreamError, UpstreamSession};
@@ -449,8 +449,10 @@ async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<Upst
     let proxy = &call.proxy;
     match call.session.dedicated() {
         Some(dedicated) => {
-            let deliver =
-                crate::fanout::to_client(Arc::downgrade(&call.session), Arc::clone(&proxy.metrics));
+            let deliver = crate::engine::fanout::to_client(
+                Arc::downgrade(&call.session),
+                Arc::clone(&proxy.metrics),
+            );
             dedicated
                 .recover(&call.upstream, &proxy.metrics, deliver)
                 .await

@@ -51,6 +51,11 @@
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
 //!    only `upstream`).
 
+pub mod front {
+    pub mod admin;
+    pub mod mcp;
+}
+
 pub mod engine {
     pub mod fanout;
     pub mod forward;
@@ -89,8 +94,6 @@ pub mod wire {
     pub mod tasks;
 }
 
-pub mod admin;
-pub mod front;
 pub mod lint;
 pub mod server;
 

@@ -27,7 +27,7 @@ use crate::transport::upstream::{
 };
 
 pub use crate::engine::state::Proxy;
-pub use crate::front::linger::{self, LingerOnClose};
+pub use crate::front::mcp::linger::{self, LingerOnClose};
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -246,12 +246,12 @@ pub async fn start_on(
     let servers = [
         serve(
             mcp,
-            crate::front::router(Arc::clone(&proxy)),
+            crate::front::mcp::router(Arc::clone(&proxy)),
             shutdown.clone(),
         ),
         serve(
             admin,
-            crate::admin::router(crate::admin::Admin {
+            crate::front::admin::router(crate::front::admin::Admin {
                 upstream: Arc::clone(&proxy.upstream),
                 metrics: Arc::clone(&proxy.metrics),
                 draining: Arc::clone(&proxy.draining),

@@ -42,7 +42,7 @@ pub struct Proxy {
     /// outlives it until in-flight requests have finished.
     pub shutdown: CancellationToken,
     /// Set when a drain began ([`crate::server::RunningProxy::drain`]): `/readyz` answers 503
-    /// `draining`. Shared with the admin endpoints ([`crate::admin::Admin`]).
+    /// `draining`. Shared with the admin endpoints ([`crate::front::admin::Admin`]).
     pub draining: Arc<AtomicBool>,
     /// `session.strategy`.
     pub strategy: SessionStrategy,

@@ -42,7 +42,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "engine::fanout",
         "engine::forward",
     ],
-    &["front", "admin"],
+    &["front::mcp", "front::admin"],
     &["server", "lint"],
 ];
 

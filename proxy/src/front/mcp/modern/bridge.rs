@@ -9,7 +9,7 @@
 use crate::wire::jsonrpc::Pointer as _;
 use serde_json::{Value, json};
 
-use crate::front::era::META_SERVER_INFO;
+use crate::front::mcp::era::META_SERVER_INFO;
 use crate::wire::jsonrpc::{self, WireMessage};
 
 /// Methods whose results carry cache hints (MCP 2026-07-28, "Caching", "Cacheable Results").

@@ -9,7 +9,9 @@ use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use serde_json::Value;
 
-use crate::front::era::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS};
+use crate::front::mcp::era::{
+    self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
+};
 use crate::transport::upstream::param_headers::ParamHeader;
 use crate::wire::jsonrpc::{self, WireMessage};
 

@@ -155,6 +155,32 @@ fn proxy_modules_use_no_layer_above_their_own() {
     );
 }
 
+/// The proxy's folders read in layer order (the module map in `proxy/src/lib.rs`): listed bottom
+/// first, a folder's modules sit in one layer or in consecutive ones, and no path is listed twice.
+#[test]
+fn proxy_layers_follow_the_folders() {
+    let paths: Vec<&str> = PROXY_LAYERS
+        .iter()
+        .flat_map(|layer| layer.iter().copied())
+        .collect();
+    let mut folders: Vec<&str> = Vec::new();
+    for (at, path) in paths.iter().enumerate() {
+        assert!(
+            !paths[..at].contains(path),
+            "{path} is listed twice in PROXY_LAYERS"
+        );
+        let folder = path.split("::").next().unwrap_or(path);
+        if folders.last() != Some(&folder) {
+            assert!(
+                !folders.contains(&folder),
+                "{folder}: its modules are listed apart, between those of other folders; the \
+                 folders are the layers, bottom first: {PROXY_LAYERS:?}"
+            );
+            folders.push(folder);
+        }
+    }
+}
+
 /// A crate written to a temporary directory: (path under `src/`, contents).
 fn fixture_graph(files: &[(&str, &str)]) -> Graph {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -291,7 +317,8 @@ fn module_layers_the_longest_listed_path_places_a_module() {
     let graph = fixture_graph(&[
         (
             "lib.rs",
-            "pub mod engine {\n    pub mod forward;\n    pub mod state;\n    pub mod stateful;\n}\n",
+            "pub mod engine {\n    pub mod forward;\n    pub mod state;\n    \
+             pub mod stateful;\n}\n",
         ),
         ("engine/forward.rs", "pub fn go() {}\n"),
         (

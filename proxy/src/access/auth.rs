@@ -1,5 +1,5 @@
 //! Who may reach the MCP endpoint: a static bearer token, or an OAuth 2.1 resource server that
-//! validates JWT access tokens (issue 5, issue 15). The front (`front::auth`) asks this module
+//! validates JWT access tokens (issue 5, issue 15). The front (`front::mcp::auth`) asks this module
 //! and turns its answer into HTTP; nothing here knows about routes.
 //!
 //! Module map: [`bearer`] (the static token), [`resource_server`] (token validation),

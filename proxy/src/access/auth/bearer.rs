@@ -2,7 +2,7 @@
 //! token from the environment variable `downstreamAuth.bearerTokenEnv` names (issue 5, issue 7).
 //!
 //! The comparison is constant-time. What a refused request gets is the front's business
-//! (`front::auth`).
+//! (`front::mcp::auth`).
 
 use axum::http::HeaderValue;
 use subtle::ConstantTimeEq;

@@ -21,7 +21,7 @@ use super::jwks::{KeyCache, KeyError};
 use super::principal::{Claims, Principal};
 use crate::observe::metrics::auth::AuthMetrics;
 
-/// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::auth`).
+/// Why a request's token does not admit it; each kind maps to one HTTP answer (`front::mcp::auth`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
     /// No `Authorization: Bearer` header: 401 without an error code (RFC 6750 section 3.1).

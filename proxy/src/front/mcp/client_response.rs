@@ -9,7 +9,8 @@
 //! -32600 under the id when it is usable (`id: null` otherwise), counted as
 //! `berth_proxy_invalid_messages_total{reason="shape"}`, and the server request stays pending,
 //! so the client can still answer it properly.
-//! Not responsible for: routing server requests to clients (`forward/relay`, `fanout`).
+//! Not responsible for: routing server requests to clients (`engine/forward/relay`,
+//! `engine/fanout`).
 
 use axum::http::StatusCode;
 use serde_json::Value;

@@ -83,7 +83,7 @@ pub enum ProxyReport {
     },
 }
 
-/// The JSON the proxy serves on `/tools` (proxy/src/upstream/tools.rs, `Catalog::summary`):
+/// The JSON the proxy serves on `/tools` (proxy/src/transport/upstream/tools.rs, `Catalog::summary`):
 /// `{"count": N, "fingerprint": "sha256:<hex>", "drifted": [..], "missing": [..]}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct ToolsSummary {
@@ -100,7 +100,7 @@ pub struct ToolsSummary {
     pub missing: Vec<String>,
 }
 
-/// The JSON the proxy serves on `/upstream` (proxy/src/admin.rs):
+/// The JSON the proxy serves on `/upstream` (proxy/src/front/admin.rs):
 /// `{"ready": bool, "lastError": "...", "stdio": {"children": N, "restarts": N}}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]

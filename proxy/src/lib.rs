@@ -8,75 +8,117 @@
 //!
 //! # Module map
 //!
-//! Layers, bottom first. A module uses only modules of the layers below its own (and those of
-//! its own layer named here), never one above and never one that uses it back; inside a module
-//! the same holds for its children (a parent may use its children, a child that also uses its
-//! parent is a cycle).
+//! The folders are the layers, bottom first: `wire/`, then `observe/` and `access/`
+//! (cross-cutting), `transport/`, `client/`, `engine/` (the shared state, then the call engine
+//! above it), `front/`; the start-up wiring, `server` and `lint`, stays at the root. A module uses
+//! only modules of the layers below its own (and those of its own layer named here), never one
+//! above and never one that uses it back; inside a module the same holds for its children (a
+//! parent may use its children, a child that also uses its parent is a cycle).
 //! `tests/tests/layers` fails on any cycle and on a use of a layer above (issue 17).
 //!
-//! 1. The wire format: [`jsonrpc`] (envelopes, error codes, [`jsonrpc::WireMessage`], the
-//!    message as it crossed the wire), [`outcome`] (how a request ended), [`revision`] (the
-//!    MCP revisions and what tells them apart), [`tasks`] (MCP tasks refused on a shared
-//!    session). They use nothing but `jsonrpc`.
-//! 2. Cross-cutting: [`telemetry`] (traces; uses layer 1), [`metrics`] (every Prometheus
-//!    metric, `metrics::stdio` and `metrics::auth` those of the stdio transport and the OAuth
-//!    resource server; uses `outcome` and `telemetry`), [`auth`] (who may call: bearer token,
-//!    OAuth resource server, grants; uses `metrics::auth`), [`rate_limits`] (uses `auth`).
-//! 3. The upstream transports, behind one interface: [`upstream`] (the shared upstream and its
-//!    supervisor, [`upstream::UpstreamSession`] over either transport, per era: `http`,
-//!    `session`, `listen`, `era`, `tools`, `control` for the proxy's own messages) and
-//!    [`stdio`] (child processes and the stdio host). They use layers 1 and 2 and each other's
-//!    parts: `upstream::endpoint` and `upstream::session` use `stdio`'s endpoint and
-//!    connection; `stdio` uses only `upstream::error` and `upstream::era`.
-//! 4. Client state: [`per_client`] (a client's own upstream session, `PerClient`; uses
-//!    `upstream`), [`sessions`] (downstream sessions, their in-flight ids, event logs and
-//!    server requests; uses `per_client`), [`answer`] (the one place an answer becomes HTTP;
-//!    uses `sessions::events` and the session header of `upstream::http`), [`subscriptions`]
-//!    (resource subscriptions per client; uses `sessions` and `answer`), [`audit`] (the audit
-//!    line of a tool call; uses `auth` and `upstream::tools`), [`parked`] (calls parked on a
-//!    legacy upstream's server request until their modern client retries; uses `sessions` and
-//!    `audit`).
-//! 5. [`state`]: the [`Proxy`] every handler shares (the upstream, the sessions, the budgets
-//!    and policies, the parked calls, the metrics), and ending a session; uses layers 1-4.
-//! 6. The call engine, a request's life: [`server_request`] (a server-to-client request on its
-//!    way to one client), [`fanout`] (the upstream's own messages to clients; handed the
-//!    upstream, the sessions, the subscriptions and the metrics, [`fanout::Fanout`]),
-//!    [`forward`] (one request: ids, budgets, the tool policy, the outcome, replay once;
-//!    `forward::call` is the request in flight its steps share). They use layers 1-5; `fanout`
-//!    uses `server_request`, `forward` both.
-//! 7. The fronts: [`front`] (Streamable HTTP on `/mcp`, `front::modern` for MCP 2026-07-28,
-//!    `front::linger` the listener; uses layers 1-6) and [`admin`] (`/metrics`, `/healthz`,
-//!    `/readyz`; handed only the upstream, the metrics and the drain flag, [`admin::Admin`]).
-//! 8. Start-up wiring: [`server`] (builds [`Proxy`] from the config, serves the fronts, shuts
-//!    down in order) and [`lint`] (checks a config against a live upstream, for the CLI; uses
-//!    only `upstream`).
+//! 1. The wire format, `wire/`: [`wire::jsonrpc`] (envelopes, error codes,
+//!    [`wire::jsonrpc::WireMessage`], the message as it crossed the wire), [`wire::outcome`]
+//!    (how a request ended), [`wire::revision`] (the MCP revisions and what tells them apart),
+//!    [`wire::tasks`] (MCP tasks refused on a shared session). They use nothing but
+//!    `wire::jsonrpc`.
+//! 2. Cross-cutting, `observe/` and `access/`: [`observe::telemetry`] (traces; uses layer 1),
+//!    [`observe::metrics`] (every Prometheus metric, `observe::metrics::stdio` and
+//!    `observe::metrics::auth` those of the stdio transport and the OAuth resource server; uses
+//!    `wire::outcome` and `observe::telemetry`), [`access::auth`] (who may call: bearer token,
+//!    OAuth resource server, grants; uses `observe::metrics::auth`), [`access::rate_limits`]
+//!    (uses `access::auth`).
+//! 3. The upstream transports, behind one interface, `transport/`: [`transport::upstream`] (the
+//!    shared upstream and its supervisor, [`transport::upstream::UpstreamSession`] over either
+//!    transport, per era: `http`, `session`, `listen`, `era`, `tools`, `control` for the proxy's
+//!    own messages) and [`transport::stdio`] (child processes and the stdio host). They use
+//!    layers 1 and 2 and each other's parts: `transport::upstream::endpoint` and
+//!    `transport::upstream::session` use `transport::stdio`'s endpoint and connection;
+//!    `transport::stdio` uses only `transport::upstream::error` and `transport::upstream::era`.
+//! 4. Client state, `client/`: [`client::per_client`] (a client's own upstream session,
+//!    `PerClient`; uses `transport::upstream`), [`client::sessions`] (downstream sessions, their
+//!    in-flight ids, event logs and server requests; uses `client::per_client`),
+//!    [`client::answer`] (the one place an answer becomes HTTP; uses `client::sessions::events`
+//!    and the session header of `transport::upstream::http`), [`client::subscriptions`]
+//!    (resource subscriptions per client; uses `client::sessions` and `client::answer`),
+//!    [`client::audit`] (the audit line of a tool call; uses `access::auth` and
+//!    `transport::upstream::tools`), [`client::parked`] (calls parked on a legacy upstream's
+//!    server request until their modern client retries; uses `client::sessions` and
+//!    `client::audit`).
+//! 5. [`engine::state`]: the [`Proxy`] every handler shares (the upstream, the sessions, the
+//!    budgets and policies, the parked calls, the metrics), and ending a session; uses layers
+//!    1-4.
+//! 6. The call engine, a request's life, the rest of `engine/`: [`engine::server_request`] (a
+//!    server-to-client request on its way to one client), [`engine::fanout`] (the upstream's own
+//!    messages to clients; handed the upstream, the sessions, the subscriptions and the metrics,
+//!    [`engine::fanout::Fanout`]), [`engine::forward`] (one request: ids, budgets, the tool
+//!    policy, the outcome, replay once; `engine::forward::call` is the request in flight its
+//!    steps share). They use layers 1-5; `engine::fanout` uses `engine::server_request`,
+//!    `engine::forward` both.
+//! 7. The fronts, `front/`: [`front::mcp`] (Streamable HTTP on `/mcp`, `front::mcp::modern` for
+//!    MCP 2026-07-28, `front::mcp::linger` the listener; uses layers 1-6) and [`front::admin`]
+//!    (`/metrics`, `/healthz`, `/readyz`; handed only the upstream, the metrics and the drain
+//!    flag, [`front::admin::Admin`]).
+//! 8. Start-up wiring, at the root: [`server`] (builds [`Proxy`] from the config, serves the
+//!    fronts, shuts down in order) and [`lint`] (checks a config against a live upstream, for the
+//!    CLI; uses only `transport::upstream`).
 
-pub mod admin;
-pub mod answer;
-pub mod audit;
-pub mod auth;
-pub mod fanout;
-pub mod forward;
-pub mod front;
-pub mod jsonrpc;
+/// Layer 1, the wire format: JSON-RPC messages, outcomes, MCP revisions, tasks.
+pub mod wire {
+    pub mod jsonrpc;
+    pub mod outcome;
+    pub mod revision;
+    pub mod tasks;
+}
+
+/// Layer 2, cross-cutting: traces and metrics.
+pub mod observe {
+    pub mod metrics;
+    pub mod telemetry;
+}
+
+/// Layer 2, cross-cutting: who may call, and how often.
+pub mod access {
+    pub mod auth;
+    pub mod rate_limits;
+}
+
+/// Layer 3, the upstream transports: HTTP and stdio, behind one interface.
+pub mod transport {
+    pub mod stdio;
+    pub mod upstream;
+}
+
+/// Layer 4, client state: downstream sessions, a client's own upstream session, its
+/// subscriptions, answers, audit lines and parked calls.
+pub mod client {
+    pub mod answer;
+    pub mod audit;
+    pub mod parked;
+    pub mod per_client;
+    pub mod sessions;
+    pub mod subscriptions;
+}
+
+/// Layer 5, the shared state ([`engine::state`]), and layer 6 above it, the call engine: a
+/// request's life ([`engine::forward`]), the upstream's own messages ([`engine::fanout`]),
+/// server-to-client requests ([`engine::server_request`]).
+pub mod engine {
+    pub mod fanout;
+    pub mod forward;
+    pub mod server_request;
+    pub mod state;
+}
+
+/// Layer 7, the fronts: Streamable HTTP on `/mcp` ([`front::mcp`]) and the admin endpoints
+/// ([`front::admin`]).
+pub mod front {
+    pub mod admin;
+    pub mod mcp;
+}
+
 pub mod lint;
-pub mod metrics;
-pub mod outcome;
-pub mod parked;
-pub mod per_client;
-pub mod rate_limits;
-pub mod revision;
 pub mod server;
-pub mod server_request;
-pub mod sessions;
-pub mod state;
-pub mod stdio;
-pub mod subscriptions;
-pub mod tasks;
-pub mod telemetry;
-pub mod upstream;
 
-pub use outcome::Outcome;
 pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
 
 /// Installs ring as the process-wide rustls crypto provider (the only TLS provider in Berth).

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use berth_crds::{PolicyFinding, ProxyConfig};
 
-use crate::upstream::{Endpoint, HttpUpstream, UpstreamError, UpstreamSession, list_tools, tools};
+use crate::transport::upstream::{
+    Endpoint, HttpUpstream, UpstreamError, UpstreamSession, list_tools, tools,
+};
 
 /// Why lint could not judge the policy.
 #[derive(Debug, thiserror::Error)]

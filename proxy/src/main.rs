@@ -197,8 +197,8 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     // Before the OTLP exporter's HTTP client is built.
     berth_proxy::install_crypto_provider();
-    let settings = berth_proxy::telemetry::Settings::from_env()?;
-    let telemetry = berth_proxy::telemetry::init(&settings)?;
+    let settings = berth_proxy::observe::telemetry::Settings::from_env()?;
+    let telemetry = berth_proxy::observe::telemetry::init(&settings)?;
     let threads = args
         .worker_threads
         .map(std::num::NonZeroUsize::get)
@@ -234,13 +234,13 @@ async fn run(args: Args) -> anyhow::Result<()> {
             grace,
             command,
         }) => {
-            let settings = berth_proxy::stdio::host::HostSettings {
+            let settings = berth_proxy::transport::stdio::host::HostSettings {
                 socket: socket.clone(),
                 max_children: *max_children,
                 grace: *grace,
                 command: command.clone(),
             };
-            let host = berth_proxy::stdio::host::Host::bind(settings)?;
+            let host = berth_proxy::transport::stdio::host::Host::bind(settings)?;
             let shutdown = tokio_util::sync::CancellationToken::new();
             let stop = shutdown.clone();
             tokio::spawn(async move {
@@ -251,7 +251,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::CopySelf { dest }) => {
-            return berth_proxy::stdio::copy_self(dest)
+            return berth_proxy::transport::stdio::copy_self(dest)
                 .with_context(|| format!("failed to copy this executable to {}", dest.display()));
         }
         None => {}

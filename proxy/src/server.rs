@@ -17,15 +17,17 @@ use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::audit::Auditor;
-use crate::metrics::Metrics;
-use crate::sessions::Sessions;
-use crate::stdio::{StdioEndpoint, Target};
-use crate::subscriptions::Subscriptions;
-use crate::upstream::{Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings};
+use crate::client::audit::Auditor;
+use crate::client::sessions::Sessions;
+use crate::client::subscriptions::Subscriptions;
+use crate::observe::metrics::Metrics;
+use crate::transport::stdio::{StdioEndpoint, Target};
+use crate::transport::upstream::{
+    Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
+};
 
-pub use crate::front::linger::{self, LingerOnClose};
-pub use crate::state::Proxy;
+pub use crate::engine::state::Proxy;
+pub use crate::front::mcp::linger::{self, LingerOnClose};
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -66,15 +68,15 @@ pub enum StartError {
     },
 }
 
-impl From<crate::auth::AuthConfigError> for StartError {
-    fn from(error: crate::auth::AuthConfigError) -> Self {
+impl From<crate::access::auth::AuthConfigError> for StartError {
+    fn from(error: crate::access::auth::AuthConfigError) -> Self {
         match error {
-            crate::auth::AuthConfigError::Token(var) => Self::Secret {
+            crate::access::auth::AuthConfigError::Token(var) => Self::Secret {
                 var,
                 field: "downstreamAuth.bearerTokenEnv",
                 problem: "is unset or empty".to_owned(),
             },
-            crate::auth::AuthConfigError::OAuth(problem) => {
+            crate::access::auth::AuthConfigError::OAuth(problem) => {
                 Self::Auth(format!("downstreamAuth.{problem}"))
             }
         }
@@ -210,9 +212,9 @@ pub async fn start_on(
         upstream_stop.clone(),
         shutdown.clone(),
     );
-    let tool_grants =
-        crate::auth::grants::Grants::new(&config.tools.grants).map_err(StartError::Policy)?;
-    let rate_limits = crate::rate_limits::RateLimits::new(&config.tools.rate_limits)
+    let tool_grants = crate::access::auth::grants::Grants::new(&config.tools.grants)
+        .map_err(StartError::Policy)?;
+    let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
         .map_err(StartError::Policy)?;
     let auditor = match config.audit {
         AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)),
@@ -244,12 +246,12 @@ pub async fn start_on(
     let servers = [
         serve(
             mcp,
-            crate::front::router(Arc::clone(&proxy)),
+            crate::front::mcp::router(Arc::clone(&proxy)),
             shutdown.clone(),
         ),
         serve(
             admin,
-            crate::admin::router(crate::admin::Admin {
+            crate::front::admin::router(crate::front::admin::Admin {
                 upstream: Arc::clone(&proxy.upstream),
                 metrics: Arc::clone(&proxy.metrics),
                 draining: Arc::clone(&proxy.draining),
@@ -270,8 +272,8 @@ pub async fn start_on(
             idle_timeout,
             upstream_stop.clone(),
         )),
-        tokio::spawn(crate::fanout::run(
-            crate::fanout::Fanout {
+        tokio::spawn(crate::engine::fanout::run(
+            crate::engine::fanout::Fanout {
                 upstream: Arc::clone(&proxy.upstream),
                 sessions: Arc::clone(&proxy.sessions),
                 subscriptions: Arc::clone(&proxy.subscriptions),
@@ -283,8 +285,8 @@ pub async fn start_on(
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
-    if let Some(crate::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
-        tasks.push(tokio::spawn(crate::auth::refresh_keys(
+    if let Some(crate::access::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
+        tasks.push(tokio::spawn(crate::access::auth::refresh_keys(
             Arc::clone(server),
             upstream_stop.clone(),
         )));
@@ -299,10 +301,10 @@ pub async fn start_on(
             .filter_map(|client| {
                 client
                     .dedicated()
-                    .map(crate::per_client::Dedicated::current)
+                    .map(crate::client::per_client::Dedicated::current)
             })
             .collect();
-        crate::per_client::close_all(dedicated).await;
+        crate::client::per_client::close_all(dedicated).await;
     }));
     if let Some(stdio) = endpoint.stdio().cloned() {
         // On shutdown every child is stopped and reaped before `wait` returns.
@@ -330,11 +332,11 @@ fn downstream_secrets(
     env: &dyn Fn(&str) -> Option<String>,
     idle_timeout: Duration,
     metrics: &Metrics,
-) -> Result<(Option<crate::auth::DownstreamAuth>, Sessions), StartError> {
+) -> Result<(Option<crate::access::auth::DownstreamAuth>, Sessions), StartError> {
     let auth = config
         .downstream_auth
         .as_ref()
-        .map(|auth| crate::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
+        .map(|auth| crate::access::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
         .transpose()?;
     let mut sessions = Sessions::new(idle_timeout);
     if let Some(var) = &config.session_key_env {
@@ -344,7 +346,7 @@ fn downstream_secrets(
             problem,
         };
         let key = env(var).ok_or_else(|| secret("is unset".to_owned()))?;
-        let signer = crate::sessions::signed_id::SessionSigner::new(key.as_bytes())
+        let signer = crate::client::sessions::signed_id::SessionSigner::new(key.as_bytes())
             .map_err(|short| secret(short.to_string()))?;
         sessions = sessions.with_signer(signer);
     }
@@ -383,11 +385,11 @@ fn endpoint(
     };
     let max_line_bytes = upstream
         .max_line_bytes
-        .map_or(crate::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
+        .map_or(crate::transport::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
             usize::try_from(n).unwrap_or(usize::MAX)
         });
     let grace = match env(STDIO_GRACE_ENV) {
-        None => crate::stdio::DEFAULT_GRACE,
+        None => crate::transport::stdio::DEFAULT_GRACE,
         Some(text) => berth_crds::DurationString::new(&text)
             .to_duration()
             .map_err(|e| StartError::Env(format!("{STDIO_GRACE_ENV}: {e}")))?,

@@ -184,9 +184,9 @@ pub async fn post_with(
 
 /// Reads a JSON-RPC message as the proxy does: JSON a `Value` cannot hold whole (deep nesting,
 /// `1e400`) still gives its envelope.
-fn read_json(bytes: &[u8]) -> Result<Value, berth_proxy::jsonrpc::ParseError> {
-    berth_proxy::jsonrpc::WireMessage::parse(bytes)
-        .map(berth_proxy::jsonrpc::WireMessage::into_view)
+fn read_json(bytes: &[u8]) -> Result<Value, berth_proxy::wire::jsonrpc::ParseError> {
+    berth_proxy::wire::jsonrpc::WireMessage::parse(bytes)
+        .map(berth_proxy::wire::jsonrpc::WireMessage::into_view)
 }
 
 /// `initialize` + `notifications/initialized`; returns the session id.

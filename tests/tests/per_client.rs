@@ -163,7 +163,7 @@ async fn per_client_at_max_sessions_ends_the_least_recently_active_idle_session(
     assert_eq!(reply.last()["id"], json!(7));
     assert_eq!(
         reply.last()["error"]["code"],
-        json!(berth_proxy::jsonrpc::SESSION_LIMIT)
+        json!(berth_proxy::wire::jsonrpc::SESSION_LIMIT)
     );
     for call in calls {
         assert_eq!(

@@ -139,7 +139,7 @@ async fn proxy_call_past_budget_times_out_with_request_id() {
     assert_eq!(reply.last()["id"], json!("slow-1"));
     assert_eq!(
         reply.last()["error"]["code"],
-        json!(berth_proxy::jsonrpc::REQUEST_TIMEOUT)
+        json!(berth_proxy::wire::jsonrpc::REQUEST_TIMEOUT)
     );
     assert!(
         elapsed < Duration::from_secs(4),

@@ -178,7 +178,7 @@ async fn front_oversized_body_and_wrong_media_types_get_json_rpc_errors() {
     let ping = json!({"jsonrpc":"2.0","id":1,"method":"ping"})
         .to_string()
         .into_bytes();
-    let huge = vec![b' '; berth_proxy::front::MAX_BODY_BYTES + 1];
+    let huge = vec![b' '; berth_proxy::front::mcp::MAX_BODY_BYTES + 1];
     for (content_type, accept, body, status) in [
         (
             "application/json",

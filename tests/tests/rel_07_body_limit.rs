@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use berth_proxy::front::MAX_BODY_BYTES;
+use berth_proxy::front::mcp::MAX_BODY_BYTES;
 use berth_tests::fault::FaultUpstream;
 use berth_tests::proxy::{config, start_ready};
 use serde_json::{Value, json};

@@ -190,8 +190,8 @@ fn reference(body: &[u8]) -> Result<Value, ()> {
     let text = std::str::from_utf8(body).map_err(|_| ())?;
     serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|_| ())?;
     Ok(serde_json::from_str::<Value>(text).unwrap_or_else(|_| {
-        berth_proxy::jsonrpc::WireMessage::parse(body)
-            .map(berth_proxy::jsonrpc::WireMessage::into_view)
+        berth_proxy::wire::jsonrpc::WireMessage::parse(body)
+            .map(berth_proxy::wire::jsonrpc::WireMessage::into_view)
             .unwrap_or(Value::Null)
     }))
 }

@@ -287,7 +287,7 @@ async fn br_14_slow_tool_times_out_cancels_upstream_and_session_survives() {
     assert_eq!(reply.last()["id"], json!(3));
     assert_eq!(
         reply.last()["error"]["code"],
-        json!(berth_proxy::jsonrpc::REQUEST_TIMEOUT)
+        json!(berth_proxy::wire::jsonrpc::REQUEST_TIMEOUT)
     );
     let upstream_id = upstream
         .received()
@@ -348,7 +348,8 @@ async fn br_20_unknown_newer_version_is_negotiated_down_not_rejected() {
             .unwrap_or_default()
             .to_owned();
         assert!(
-            berth_proxy::upstream::session::HANDSHAKE_VERSIONS.contains(&version.as_str()),
+            berth_proxy::transport::upstream::session::HANDSHAKE_VERSIONS
+                .contains(&version.as_str()),
             "{requested} -> {version}"
         );
         assert_ne!(version, "2099-01-01");
@@ -705,7 +706,7 @@ async fn tools_drift_fail_closed_blocks_the_changed_tool_only() {
     .await;
     assert_eq!(
         blocked.last()["error"]["code"],
-        json!(berth_proxy::jsonrpc::DRIFT_BLOCKED)
+        json!(berth_proxy::wire::jsonrpc::DRIFT_BLOCKED)
     );
     let other = post_raw(&url, Some(&session), &call(json!(2), "bad", json!({}))).await;
     assert!(

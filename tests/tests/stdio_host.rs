@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use berth_crds::SessionStrategy;
-use berth_proxy::stdio::host::{Host, HostSettings};
+use berth_proxy::transport::stdio::host::{Host, HostSettings};
 use berth_tests::proxy::{call, mcp_url, open_session, post_raw, sample, scrape, wait_ready};
 use berth_tests::stdio::{Marker, config, fault_child, start, within};
 use serde_json::json;
@@ -96,7 +96,7 @@ fn stdio_copy_self_copies_the_running_executable_with_mode_0755() {
     use std::os::unix::fs::PermissionsExt;
     let marker = Marker::new("copyself");
     let dest = marker.path.with_file_name("berth-proxy");
-    berth_proxy::stdio::copy_self(&dest).expect("copy");
+    berth_proxy::transport::stdio::copy_self(&dest).expect("copy");
     let me = std::env::current_exe().expect("exe");
     let copied = std::fs::metadata(&dest).expect("copied");
     assert_eq!(copied.len(), std::fs::metadata(me).expect("me").len());

@@ -75,7 +75,7 @@ fn gitignore_ignores_run_artefacts_anywhere() {
 fn run_artefact_pattern_spares_sources_and_docs() {
     for path in [
         "docs/logging.md",
-        "proxy/src/audit/log.rs",
+        "proxy/src/client/audit/log.rs",
         "tests/src/logout.rs",
         "charts/berth/templates/output.yaml",
         "release.log.md",

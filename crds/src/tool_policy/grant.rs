@@ -2,8 +2,8 @@
 //! of their OAuth access tokens, may see and call which tools. A narrowing of `tools.allow` and
 //! `tools.readOnly`, never a widening: a tool those hide stays hidden for everyone.
 //!
-//! Not responsible for: matching a caller at run time (the proxy's `auth::grants` does, with
-//! the same glob syntax this module checks).
+//! Not responsible for: matching a caller at run time (the proxy's `access::auth::grants` does,
+//! with the same glob syntax this module checks).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -42,8 +42,8 @@ async fn on_post(
 ) -> Response {
     // The proxy's own reader, so JSON a `Value` cannot hold whole (deep nesting, `1e400`) is
     // still read for its envelope.
-    let message: Value = berth_proxy::jsonrpc::WireMessage::parse(&body)
-        .map(berth_proxy::jsonrpc::WireMessage::into_view)
+    let message: Value = berth_proxy::wire::jsonrpc::WireMessage::parse(&body)
+        .map(berth_proxy::wire::jsonrpc::WireMessage::into_view)
         .unwrap_or(Value::Null);
     handle.record(Method::POST, &message, &body, &headers, peer);
     if handle.lock().not_found_now() {

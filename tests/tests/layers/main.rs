@@ -10,24 +10,39 @@ use std::path::PathBuf;
 
 use graph::{Cycle, Graph};
 
-/// The proxy's layers, bottom first, by top-level module (a module's children are in its
-/// layer): the module map in `proxy/src/lib.rs`. A module uses only modules of its own layer or
-/// below; inside a layer the cycle check keeps the uses one way.
+/// The proxy's layers, bottom first, by module path (a module's children are in its layer, the
+/// longest listed path deciding, see [`layer_of`]): the module map in `proxy/src/lib.rs`. A
+/// module uses only modules of its own layer or below; inside a layer the cycle check keeps the
+/// uses one way.
 const PROXY_LAYERS: &[&[&str]] = &[
-    &["jsonrpc", "outcome", "revision", "tasks"],
-    &["telemetry", "metrics", "auth", "rate_limits"],
-    &["upstream", "stdio"],
     &[
-        "per_client",
-        "sessions",
-        "answer",
-        "subscriptions",
-        "audit",
-        "parked",
+        "wire::jsonrpc",
+        "wire::outcome",
+        "wire::revision",
+        "wire::tasks",
     ],
-    &["state"],
-    &["server_request", "fanout", "forward"],
-    &["front", "admin"],
+    &[
+        "observe::telemetry",
+        "observe::metrics",
+        "access::auth",
+        "access::rate_limits",
+    ],
+    &["transport::upstream", "transport::stdio"],
+    &[
+        "client::per_client",
+        "client::sessions",
+        "client::answer",
+        "client::subscriptions",
+        "client::audit",
+        "client::parked",
+    ],
+    &["engine::state"],
+    &[
+        "engine::server_request",
+        "engine::fanout",
+        "engine::forward",
+    ],
+    &["front::mcp", "front::admin"],
     &["server", "lint"],
 ];
 
@@ -82,11 +97,25 @@ fn proxy_module_graph_has_no_cycle() {
     assert_no_cycle("proxy");
 }
 
-/// The layer of `module` in `layers` (by its top-level module); `None` for the crate root and
-/// for a module in no layer.
+/// The layer of `module` in `layers`: that of the longest listed path that is `module` or one
+/// of its ancestors (`engine::state` places `engine::state::x` before `engine` does); `None`
+/// for the crate root and for a module under no listed path.
 fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
-    let top = module.split("::").next().unwrap_or(module);
-    layers.iter().position(|layer| layer.contains(&top))
+    layers
+        .iter()
+        .enumerate()
+        .flat_map(|(layer, paths)| paths.iter().map(move |path| (layer, *path)))
+        .filter(|(_, path)| is_within(module, path))
+        .max_by_key(|(_, path)| path.len())
+        .map(|(layer, _)| layer)
+}
+
+/// Whether `module` is `ancestor` or one of its descendants, by whole path segments
+/// (`engine::stateful` is not within `engine::state`).
+fn is_within(module: &str, ancestor: &str) -> bool {
+    module
+        .strip_prefix(ancestor)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
 }
 
 /// The edges of `graph` from a module to one of a layer above its own, one per line.
@@ -124,6 +153,32 @@ fn proxy_modules_use_no_layer_above_their_own() {
          down):\n{}",
         upward.join("\n")
     );
+}
+
+/// The proxy's folders read in layer order (the module map in `proxy/src/lib.rs`): listed bottom
+/// first, a folder's modules sit in one layer or in consecutive ones, and no path is listed twice.
+#[test]
+fn proxy_layers_follow_the_folders() {
+    let paths: Vec<&str> = PROXY_LAYERS
+        .iter()
+        .flat_map(|layer| layer.iter().copied())
+        .collect();
+    let mut folders: Vec<&str> = Vec::new();
+    for (at, path) in paths.iter().enumerate() {
+        assert!(
+            !paths[..at].contains(path),
+            "{path} is listed twice in PROXY_LAYERS"
+        );
+        let folder = path.split("::").next().unwrap_or(path);
+        if folders.last() != Some(&folder) {
+            assert!(
+                !folders.contains(&folder),
+                "{folder}: its modules are listed apart, between those of other folders; the \
+                 folders are the layers, bottom first: {PROXY_LAYERS:?}"
+            );
+            folders.push(folder);
+        }
+    }
 }
 
 /// A crate written to a temporary directory: (path under `src/`, contents).
@@ -253,4 +308,37 @@ fn module_layers_a_child_using_a_layer_above_is_reported() {
     );
     let layers: &[&[&str]] = &[&["high"], &["low"]];
     assert!(upward_edges(&graph, layers).is_empty());
+}
+
+#[test]
+fn module_layers_the_longest_listed_path_places_a_module() {
+    // `engine::state` is listed below the rest of `engine`: its use of `engine::forward` goes up a
+    // layer; `engine::stateful`, placed by `engine`, uses `engine::forward` within its own layer.
+    let graph = fixture_graph(&[
+        (
+            "lib.rs",
+            "pub mod engine {\n    pub mod forward;\n    pub mod state;\n    \
+             pub mod stateful;\n}\n",
+        ),
+        ("engine/forward.rs", "pub fn go() {}\n"),
+        (
+            "engine/state.rs",
+            "pub fn f() { crate::engine::forward::go(); }\n",
+        ),
+        (
+            "engine/stateful.rs",
+            "pub fn f() { super::forward::go(); }\n",
+        ),
+    ]);
+    let layers: &[&[&str]] = &[&["engine::state"], &["engine"]];
+    assert_eq!(layer_of(layers, "engine::state"), Some(0));
+    assert_eq!(layer_of(layers, "engine::state::part"), Some(0));
+    assert_eq!(layer_of(layers, "engine::stateful"), Some(1));
+    assert_eq!(layer_of(layers, "engine"), Some(1));
+    assert_eq!(layer_of(layers, "crate"), None);
+    assert_eq!(layer_of(layers, "wire"), None);
+    assert_eq!(
+        upward_edges(&graph, layers),
+        vec!["engine::state -> engine::forward  (crate::engine::forward::go)"]
+    );
 }

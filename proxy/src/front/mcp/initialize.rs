@@ -1,0 +1,232 @@
+//! Downstream `initialize`. `Shared`: answered by the proxy from the upstream's cached
+//! handshake, never by a new upstream session (README.md "Why it exists", failure 1). `PerClient`: the client's
+//! own handshake on a new upstream session of its own, capped by `session.maxSessions`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use berth_crds::SessionStrategy;
+use serde_json::{Value, json};
+
+use super::refusal::refused;
+use crate::client::answer::Answer;
+use crate::client::per_client::Dedicated;
+use crate::engine::state::Proxy;
+use crate::transport::upstream::Unavailable;
+use crate::wire::jsonrpc;
+use crate::wire::outcome::Outcome;
+use crate::wire::revision::HANDSHAKE_VERSIONS;
+
+/// Handles `initialize` with the request's `Mcp-Session-Id` header, if any.
+///
+/// A header naming a live session is a re-initialization: refused with 400 and -32600 carrying
+/// the request id, leaving the session intact (field case BR-01). A header naming an unknown
+/// session gets 404. Otherwise a new downstream session is created and announced in
+/// `Mcp-Session-Id`.
+pub async fn handle(
+    proxy: &Proxy,
+    header: Option<&str>,
+    id: &Value,
+    body: &Value,
+    caller: Option<&crate::access::auth::Principal>,
+) -> Answer {
+    if let Some(header) = header {
+        if super::session::live_session(proxy, header, caller).is_some() {
+            return refused(
+                &proxy.metrics,
+                "reinitialize",
+                StatusCode::BAD_REQUEST,
+                id,
+                jsonrpc::INVALID_REQUEST,
+                "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
+            );
+        }
+        return super::refusal::unknown_session(&proxy.metrics, id);
+    }
+    let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
+    let requested = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let client_info = params.get("clientInfo").cloned();
+    let client_capabilities = params
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let started = std::time::Instant::now();
+    let (upstream, dedicated) = match proxy.strategy {
+        SessionStrategy::Shared => match proxy.upstream.try_session(proxy.connect_budget).await {
+            Ok(upstream) => (upstream, None),
+            Err(why) => return unavailable(id, why == Unavailable::TimedOut),
+        },
+        SessionStrategy::PerClient => {
+            if !make_room(proxy) {
+                return session_limit(proxy, id);
+            }
+            // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
+            match Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget).await {
+                Ok(dedicated) => {
+                    proxy
+                        .metrics
+                        .upstream_initializations
+                        .with_label_values(&["ok"])
+                        .inc();
+                    (dedicated.current(), Some(dedicated))
+                }
+                Err(error) => {
+                    proxy
+                        .metrics
+                        .upstream_initializations
+                        .with_label_values(&["error"])
+                        .inc();
+                    tracing::warn!(error = %crate::transport::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
+                    if let crate::transport::upstream::UpstreamError::Refused(_) = error {
+                        // A stdio host at its --max-children: a limit, like maxSessions.
+                        return session_limit(proxy, id);
+                    }
+                    return unavailable(id, started.elapsed() >= proxy.connect_budget);
+                }
+            }
+        }
+    };
+    let version = negotiate(requested.as_deref(), handshake_ceiling(&upstream));
+    let mut result = upstream.initialize_result().clone();
+    result["protocolVersion"] = json!(version);
+    if dedicated.is_none() {
+        crate::wire::tasks::hide_capability(&mut result);
+    }
+    let session = proxy
+        .sessions
+        .create(version, client_capabilities, dedicated, caller);
+    if let Some(info) = client_info {
+        session.set_client_info(info);
+    }
+    if let Some(dedicated) = session.dedicated() {
+        dedicated.listen(crate::engine::fanout::to_client(
+            Arc::downgrade(&session),
+            Arc::clone(&proxy.metrics),
+        ));
+    }
+    proxy
+        .metrics
+        .downstream_sessions
+        .set(proxy.sessions.len() as i64);
+    tracing::info!(
+        mcp.session_id = session.id(),
+        protocol_version = version,
+        upstream_protocol_version = upstream.protocol_version(),
+        "downstream session initialized"
+    );
+    Answer::Json {
+        status: StatusCode::OK,
+        body: json!({ "jsonrpc": "2.0", "id": id, "result": result }).into(),
+        session: Some(session.id().to_owned()),
+    }
+}
+
+/// The newest legacy revision a client may be answered with: the legacy upstream session's
+/// own, or for a modern upstream (which has no handshake) the newest the proxy serves.
+fn handshake_ceiling(upstream: &crate::transport::upstream::UpstreamSession) -> &str {
+    match upstream.era() {
+        crate::transport::upstream::era::UpstreamEra::Legacy => upstream.protocol_version(),
+        crate::transport::upstream::era::UpstreamEra::Modern => {
+            crate::wire::revision::REQUESTED_VERSION
+        }
+    }
+}
+
+/// The revision a client's session speaks: the one it asked for when the proxy serves it and it
+/// is no newer than the upstream session's (a client that speaks only 2025-06-18 must be told
+/// 2025-06-18, not the upstream's 2025-11-25, or it gives up: MCP 2025-06-18, "Version
+/// Negotiation"), else the upstream session's. The proxy's own hop keeps the upstream's
+/// revision; the newer revision's additions are fields older clients ignore, and tasks, the one
+/// feature an older client could be asked to take part in, are hidden under `Shared`.
+fn negotiate<'a>(requested: Option<&'a str>, upstream: &'a str) -> &'a str {
+    match requested {
+        Some(version) if HANDSHAKE_VERSIONS.contains(&version) && version <= upstream => version,
+        _ => upstream,
+    }
+}
+
+/// Whether a `PerClient` session may be opened: below `session.maxSessions` (request-scoped
+/// modern sessions counted), or at it once the least recently active idle session was ended
+/// to make room (counted in `berth_proxy_downstream_sessions_evicted_total`). Most clients
+/// never DELETE their session; without this, a cap reached by abandoned sessions refused every
+/// new client for the whole idle timeout (issue 13). `false`: every session is busy.
+pub(super) fn make_room(proxy: &Proxy) -> bool {
+    while proxy.sessions.len() + proxy.sessions.request_scoped_len() >= proxy.max_sessions {
+        let Some(id) = proxy.sessions.least_recently_active_idle() else {
+            return false;
+        };
+        if proxy.end_session(&id) {
+            proxy.metrics.downstream_sessions_evicted.inc();
+            tracing::info!(
+                mcp.session_id = %id,
+                max_sessions = proxy.max_sessions,
+                "ended the least recently active idle client session to make room at session.maxSessions"
+            );
+        }
+    }
+    true
+}
+
+/// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
+/// host at its `--max-children`): 503, -32014, outcome `rejected`.
+pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
+    proxy.metrics.record(
+        "initialize",
+        None,
+        Outcome::Rejected,
+        Duration::ZERO,
+        crate::observe::metrics::Era::Legacy,
+    );
+    Answer::error_with_data(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        jsonrpc::SESSION_LIMIT,
+        "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
+        json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
+    )
+}
+
+/// No upstream session for a new client: 504 when the handshake ran out of `timeouts.connect`
+/// (a black-holed or silent upstream), 502 when the upstream failed it sooner (refused, reset,
+/// HTTP error, bad handshake); field case BR-18. With `Shared` the answer is the outcome of the
+/// supervisor's handshake the client waited for, or, while the supervisor backs off after a
+/// failed one, that failure at once (issue 12 item 1). Either way a JSON-RPC error under the
+/// request id, outcome `upstream_unavailable`, retryable.
+pub(super) fn unavailable(id: &Value, timed_out: bool) -> Answer {
+    let (status, message) = if timed_out {
+        (
+            StatusCode::GATEWAY_TIMEOUT,
+            "upstream MCP server is unavailable: its handshake did not complete within timeouts.connect; retry later",
+        )
+    } else {
+        (
+            StatusCode::BAD_GATEWAY,
+            "upstream MCP server is unavailable: it failed the handshake; retry later",
+        )
+    };
+    Answer::error_with_data(
+        status,
+        id,
+        jsonrpc::UPSTREAM_UNAVAILABLE,
+        message,
+        json!({ "outcome": Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiate_answers_the_clients_revision_when_served_and_not_newer_than_the_upstreams() {
+        assert_eq!(negotiate(Some("2025-06-18"), "2025-11-25"), "2025-06-18");
+        assert_eq!(negotiate(Some("2024-11-05"), "2025-11-25"), "2024-11-05");
+        assert_eq!(negotiate(Some("2025-11-25"), "2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate(Some("2099-01-01"), "2025-11-25"), "2025-11-25");
+        assert_eq!(negotiate(None, "2025-11-25"), "2025-11-25");
+    }
+}

@@ -1,0 +1,40 @@
+//! Which downstream session a request names: one held here, or (strategy `Shared`, signed ids)
+//! one another replica issued, adopted now (field case BR-35). Not responsible for: creating
+//! sessions (`initialize`) or ending them.
+
+use std::sync::Arc;
+
+use crate::access::auth::Principal;
+use crate::client::sessions::DownstreamSession;
+use crate::engine::state::Proxy;
+
+/// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
+/// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
+///
+/// A session bound to another OAuth identity is unknown to `caller` too
+/// ([`DownstreamSession::admits`]).
+pub(super) fn live_session(
+    proxy: &Proxy,
+    id: &str,
+    caller: Option<&Principal>,
+) -> Option<Arc<DownstreamSession>> {
+    let session = live_session_of_anyone(proxy, id)?;
+    session.admits(caller).then_some(session)
+}
+
+fn live_session_of_anyone(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
+    if let Some(session) = proxy.sessions.get(id) {
+        return Some(session);
+    }
+    if proxy.strategy != berth_crds::SessionStrategy::Shared {
+        return None;
+    }
+    let session = proxy.sessions.adopt(id)?;
+    proxy.metrics.downstream_sessions_adopted.inc();
+    proxy
+        .metrics
+        .downstream_sessions
+        .set(proxy.sessions.len() as i64);
+    tracing::debug!(session = id, "adopted a session another replica issued");
+    Some(session)
+}

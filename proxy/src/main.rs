@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
+use berth_crds::proxy_config::audit::AuditLog;
 use berth_crds::{ProxyConfig, SessionStrategy, Transport, UpstreamEndpoint};
 use clap::{Parser, Subcommand};
 
@@ -46,6 +47,10 @@ struct Args {
     /// Address to serve /metrics, /healthz and /readyz on; overrides the config file.
     #[arg(long)]
     admin_listen: Option<String>,
+    /// Where audit events go: Stdout (one JSON line per `tools/call` on standard output) or
+    /// Off; overrides the config file's `audit`. Default: Stdout.
+    #[arg(long, value_parser = parse_audit_log)]
+    audit_log: Option<AuditLog>,
     /// Threads that run the proxy (tokio workers). 1 runs everything on one thread, with no
     /// wake-ups across threads; more spread calls over cores. Default: the CPUs this process
     /// may use (its CPU affinity and cgroup quota).
@@ -100,6 +105,14 @@ fn parse_strategy(text: &str) -> Result<SessionStrategy, String> {
         "Shared" => Ok(SessionStrategy::Shared),
         "PerClient" => Ok(SessionStrategy::PerClient),
         _ => Err(format!("expected Shared or PerClient, got {text:?}")),
+    }
+}
+
+fn parse_audit_log(text: &str) -> Result<AuditLog, String> {
+    match text {
+        "Stdout" => Ok(AuditLog::Stdout),
+        "Off" => Ok(AuditLog::Off),
+        _ => Err(format!("expected Stdout or Off, got {text:?}")),
     }
 }
 
@@ -189,6 +202,9 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
     }
     if let Some(admin) = &args.admin_listen {
         config.admin_listen.clone_from(admin);
+    }
+    if let Some(audit) = args.audit_log {
+        config.audit = audit;
     }
     Ok(config)
 }

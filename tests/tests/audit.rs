@@ -12,7 +12,7 @@ use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
 use berth_crds::{DownstreamAuth, ToolsPolicySpec};
 use berth_tests::fault::FaultUpstream;
 use berth_tests::hydra::Hydra;
-use berth_tests::proxy::{call, config, post_with};
+use berth_tests::proxy::{call, config, open_session, post_with};
 use berth_tests::proxy_process::{ProxyProcess, proxy_bin};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -189,4 +189,67 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
     assert_eq!(refusal["subject"], Value::Null, "{refusal}");
     assert_eq!(refusal["tool"], Value::Null, "{refusal}");
     assert_eq!(refusal["mcpupstream"], "team-a/weather", "{refusal}");
+}
+
+/// The audit lines `berth-proxy --upstream-url U [extra]` writes on stdout for one
+/// `tools/call`, read to the end after a graceful stop (SIGTERM), so a line still queued for
+/// the writer thread is counted.
+async fn audit_lines_of_one_call(extra: &[&str]) -> Vec<String> {
+    berth_proxy::install_crypto_provider();
+    let upstream = FaultUpstream::start().await;
+    let mut args: Vec<OsString> = vec!["--upstream-url".into(), upstream.url.clone().into()];
+    args.extend(extra.iter().map(OsString::from));
+    let client = reqwest::Client::new();
+    let mut proxy = ProxyProcess::start_with_stdout(
+        &proxy_bin(None, false).expect("the proxy binary"),
+        &args,
+        &[],
+        Stdio::piped(),
+        Stdio::inherit(),
+        &client,
+    )
+    .await
+    .expect("proxy starts");
+    let stdout = proxy.take_stdout().expect("piped stdout");
+    let session = open_session(&proxy.mcp_url).await;
+    let reply = post_with(
+        &proxy.mcp_url,
+        Some(&session),
+        &[],
+        &call(json!(7), "echo", json!({"message": "hi"})),
+    )
+    .await;
+    assert_eq!(reply.last()["id"], 7, "{}", reply.text);
+    let pid = proxy.pid().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "SIGTERM sent");
+    let mut lines = Vec::new();
+    let mut reader = BufReader::new(stdout).lines();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(20), reader.next_line())
+        .await
+        .expect("stdout closes within 20 s of SIGTERM")
+        .expect("read stdout")
+    {
+        lines.push(line);
+    }
+    lines
+}
+
+/// `--audit-log` (standalone mode, as for a config file's `audit`): the default writes the
+/// call's audit line, `Off` writes nothing on stdout.
+#[tokio::test]
+async fn audit_log_flag_chooses_stdout_or_off() {
+    let default = audit_lines_of_one_call(&[]).await;
+    assert_eq!(default.len(), 1, "one audit line by default: {default:?}");
+    let event: Value = serde_json::from_str(&default[0]).expect("a JSON line");
+    assert_eq!(event["tool"], "echo", "{event}");
+    assert_eq!(event["request_id"], 7, "{event}");
+    let off = audit_lines_of_one_call(&["--audit-log", "Off"]).await;
+    assert!(
+        off.is_empty(),
+        "no audit line with --audit-log Off: {off:?}"
+    );
 }

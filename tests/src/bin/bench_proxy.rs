@@ -19,7 +19,8 @@
 //! Flags: `--proxy-bin PATH`, `--requests N` (per load, default 5000), `--rate N` (default
 //! 2000), `--sessions N` (idle sessions, default 1000), `--opens N` (default 50),
 //! `--client-calls N` (default 200), `--only TEXT` (systems whose name contains TEXT, and the
-//! directs), `--json PATH`.
+//! directs), `--json PATH`, `--audit-log Stdout|Off` (passed to every Berth system; Berth's
+//! default, Stdout, writes one audit line per call, here to /dev/null).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -45,6 +46,8 @@ struct Args {
     client_calls: usize,
     only: Option<String>,
     json: Option<PathBuf>,
+    /// `--audit-log` for every Berth system (`Stdout`, the default, or `Off`).
+    audit_log: Option<String>,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -57,6 +60,7 @@ fn parse_args() -> anyhow::Result<Args> {
         client_calls: 200,
         only: None,
         json: None,
+        audit_log: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -73,9 +77,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--client-calls" => args.client_calls = number("--client-calls")?,
             "--only" => args.only = Some(value),
             "--json" => args.json = Some(value.into()),
+            "--audit-log" => args.audit_log = Some(value),
             _ => bail!(
                 "unknown flag {flag} (known: --proxy-bin, --requests, --rate, --sessions, \
-                 --opens, --client-calls, --only, --json)"
+                 --opens, --client-calls, --only, --json, --audit-log)"
             ),
         }
     }
@@ -163,14 +168,25 @@ async fn start(
     kind: Kind,
     upstreams: &Upstreams,
     bin: &std::path::Path,
+    audit_log: Option<&str>,
     client: &reqwest::Client,
 ) -> anyhow::Result<System> {
     let everything = upstreams.everything.as_str();
+    let berth = |name, upstream, args: &[&str]| {
+        let mut args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
+        if let Some(audit_log) = audit_log {
+            args.extend(["--audit-log".to_owned(), audit_log.to_owned()]);
+        }
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            systems::berth(bin, name, upstream, &args, client).await
+        }
+    };
     match kind {
         Kind::Direct(u) => Ok(System::direct(u, upstreams.url(u))),
         Kind::BerthShared(u) => {
             let args = ["--upstream-url", upstreams.url(u), "--strategy", "Shared"];
-            systems::berth(bin, "berth Shared", u, &args, client).await
+            berth("berth Shared", u, &args).await
         }
         Kind::BerthPerClient => {
             let args = [
@@ -182,14 +198,14 @@ async fn start(
                 "--max-sessions",
                 "1024",
             ];
-            systems::berth(bin, "berth PerClient", kind.upstream(), &args, client).await
+            berth("berth PerClient", kind.upstream(), &args).await
         }
         Kind::Nginx(u) => systems::nginx(u, upstreams.url(u)).await,
         Kind::ToolHive => systems::toolhive(everything).await,
         Kind::BerthStdio => {
             let command = systems::berth_stdio_command()?;
             let args = ["--upstream-command", &command, "--max-sessions", "128"];
-            systems::berth(bin, "berth stdio PerClient", kind.upstream(), &args, client).await
+            berth("berth stdio PerClient", kind.upstream(), &args).await
         }
         Kind::Supergateway => systems::supergateway().await,
         Kind::McpProxyTs => systems::mcp_proxy_ts().await,
@@ -258,7 +274,8 @@ async fn main() -> anyhow::Result<()> {
             kind.name(),
             kind.upstream().describe()
         );
-        let result = match start(kind, &upstreams, &bin, &client).await {
+        let audit_log = args.audit_log.as_deref();
+        let result = match start(kind, &upstreams, &bin, audit_log, &client).await {
             Ok(system) => match measure(&system, &loads, &args, &client).await {
                 Ok(result) => result,
                 Err(e) => skipped(&system.name, kind.upstream(), &e),
@@ -325,12 +342,13 @@ async fn measure(
     tokio::time::sleep(SETTLE).await;
     let idle = usage_of(system)?;
     result.rss_idle_kib = idle.map(|u| u.own_rss_kib);
+    let loads_client = load::client()?;
     for load in loads {
-        let sessions = load::open_sessions(client, url, load.sessions).await?;
+        let sessions = load::open_sessions(&loads_client, url, load.sessions).await?;
         let before = usage_of(system)?;
-        let figures = load::run_on(client, url, &sessions, load).await;
+        let figures = load::run_on(&loads_client, url, &sessions, load).await;
         let after = usage_of(system)?;
-        load::close_sessions(client, url, &sessions).await;
+        load::close_sessions(&loads_client, url, &sessions).await;
         let figures = figures.with_context(|| load.label())?;
         let cpu = before
             .zip(after)
@@ -345,6 +363,7 @@ async fn measure(
         }
         result.loads.push(LoadResult::new(load, &figures, cpu));
     }
+    drop(loads_client);
     tokio::time::sleep(SETTLE * 2).await;
     result.rss_after_kib = usage_of(system)?.map(|u| u.own_rss_kib);
     // A hop that spawns a child per session: the next open waits until the last one's child

@@ -54,6 +54,9 @@ pub enum StartError {
     /// The OAuth settings of `downstreamAuth` are unusable.
     #[error("invalid {0}")]
     Auth(String),
+    /// The audit writer thread cannot be started.
+    #[error("failed to start the audit writer")]
+    Audit(#[source] std::io::Error),
     /// A rule of `tools` (grants, rate limits) cannot be compiled.
     #[error("invalid {0}")]
     Policy(String),
@@ -217,7 +220,7 @@ pub async fn start_on(
     let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
         .map_err(StartError::Policy)?;
     let auditor = match config.audit {
-        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)),
+        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
         AuditLog::Off => Auditor::off(),
     };
     let proxy = Arc::new(Proxy {

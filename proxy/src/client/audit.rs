@@ -14,21 +14,30 @@
 //! `berth_proxy_tool_calls_total` label, or for a refused request `unauthorized`,
 //! `insufficient_scope` or `auth_unavailable`), `duration_ms` (a float).
 //!
-//! Lines are written by a background thread (`tracing-appender`'s non-blocking writer, not
-//! lossy): a slow stdout delays callers only once its buffer is full, and no line is dropped.
+//! Lines are written by a background thread in batches ([`batched`], not lossy): a line waits
+//! at most [`BATCH_WINDOW`], a slow stdout delays callers only once [`BUFFERED_LINES`] are
+//! queued, and no line is dropped.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+pub mod batched;
+
+use std::sync::Arc;
+#[cfg(test)]
+use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
-use tracing_appender::non_blocking::{NonBlocking, WorkerGuard};
+
+use batched::BatchedWriter;
 
 use crate::access::auth::Principal;
 use crate::wire::outcome::Outcome;
 
-/// Lines buffered before a writer waits for stdout.
-const BUFFERED_LINES: usize = 16_384;
+/// Lines queued before a caller waits for stdout.
+pub const BUFFERED_LINES: usize = 16_384;
+
+/// How long the writer thread gathers lines after writing a batch: a line reaches stdout at
+/// most about this long after its call ended.
+pub const BATCH_WINDOW: Duration = Duration::from_millis(20);
 
 /// Where audit lines go.
 pub struct Auditor {
@@ -37,9 +46,8 @@ pub struct Auditor {
 }
 
 enum Sink {
-    /// The non-blocking stdout writer; dropping the guard ([`Auditor::close`]) writes what is
-    /// buffered and ends the writer thread.
-    Stdout(Mutex<NonBlocking>, Mutex<Option<WorkerGuard>>),
+    /// The batched stdout writer; [`Auditor::close`] writes what is queued and ends its thread.
+    Stdout(BatchedWriter),
     /// Lines kept in memory (tests).
     #[cfg(test)]
     Memory(Mutex<Vec<Value>>),
@@ -87,17 +95,22 @@ impl CallFacts {
 }
 
 impl Auditor {
-    /// Audit lines on stdout for the McpUpstream `mcp_upstream` (`<namespace>/<name>`).
-    pub fn stdout(mcp_upstream: Option<String>) -> Self {
-        let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-            .lossy(false)
-            .buffered_lines_limit(BUFFERED_LINES)
-            .thread_name("berth-audit")
-            .finish(std::io::stdout());
-        Self {
+    /// Audit lines on stdout for the McpUpstream `mcp_upstream` (`<namespace>/<name>`),
+    /// written by the thread `berth-audit`.
+    ///
+    /// # Errors
+    /// When the writer thread cannot be spawned.
+    pub fn stdout(mcp_upstream: Option<String>) -> std::io::Result<Self> {
+        let writer = BatchedWriter::start(
+            "berth-audit",
+            std::io::stdout(),
+            BUFFERED_LINES,
+            BATCH_WINDOW,
+        )?;
+        Ok(Self {
             mcp_upstream,
-            sink: Sink::Stdout(Mutex::new(writer), Mutex::new(Some(guard))),
-        }
+            sink: Sink::Stdout(writer),
+        })
     }
 
     /// Audit lines kept in memory, read back with [`Auditor::lines`] (tests).
@@ -135,10 +148,8 @@ impl Auditor {
     /// Writes every buffered line and stops the writer thread (when the proxy stops); lines
     /// written afterwards are dropped with a warning.
     pub fn close(&self) {
-        if let Sink::Stdout(_, guard) = &self.sink
-            && let Ok(mut guard) = guard.lock()
-        {
-            drop(guard.take());
+        if let Sink::Stdout(writer) = &self.sink {
+            writer.close();
         }
     }
 
@@ -209,14 +220,12 @@ impl Auditor {
 
     fn write(&self, line: &Line<'_>) {
         match &self.sink {
-            Sink::Stdout(writer, _) => {
+            Sink::Stdout(writer) => {
                 let mut text = Vec::with_capacity(LINE_CAPACITY);
                 // A `Line` always serializes (its members are strings, numbers and JSON).
                 let _ = serde_json::to_writer(&mut text, line);
                 text.push(b'\n');
-                if let Ok(mut writer) = writer.lock()
-                    && let Err(error) = writer.write_all(&text)
-                {
+                if let Err(error) = writer.write(text) {
                     tracing::warn!(%error, "could not write an audit line");
                 }
             }

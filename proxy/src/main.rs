@@ -11,8 +11,9 @@ use clap::{Parser, Subcommand};
 /// mimalloc instead of the C library's allocator: 10–25% less CPU per call (issue 14,
 /// docs/benchmarks.md). The image sets `MIMALLOC_ARENA_EAGER_COMMIT=0` and
 /// `MIMALLOC_PURGE_DELAY=0` (images/proxy.Dockerfile), so memory is committed as it is used and
-/// freed pages go back at once: idle RSS stays near the C allocator's and RSS after a load
-/// returns near idle.
+/// freed pages go back at once: idle RSS stays near the C allocator's. After a load it keeps a
+/// high-water mark of freed memory, less than the C allocator's (docs/benchmarks.md, sixth
+/// run).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -17,10 +17,12 @@
 //! `tests/tests/layers` fails on any cycle and on a use of a layer above (issue 17).
 //!
 //! 1. The wire format, `wire/`: [`wire::jsonrpc`] (envelopes, error codes,
-//!    [`wire::jsonrpc::WireMessage`], the message as it crossed the wire), [`wire::outcome`]
+//!    [`wire::jsonrpc::WireMessage`], the message as it crossed the wire), [`wire::headers`]
+//!    (the MCP HTTP headers), [`wire::answer`] (the one place an answer becomes HTTP: a JSON
+//!    body, an SSE stream of [`wire::answer::StreamEvent`]s, or a status), [`wire::outcome`]
 //!    (how a request ended), [`wire::revision`] (the MCP revisions and what tells them apart),
-//!    [`wire::tasks`] (MCP tasks refused on a shared session). They use nothing but
-//!    `wire::jsonrpc`.
+//!    [`wire::tasks`] (MCP tasks refused on a shared session). They use nothing but each other
+//!    (`wire::answer` uses `wire::jsonrpc` and `wire::headers`).
 //! 2. Cross-cutting, `observe/` and `access/`: [`observe::telemetry`] (traces; uses layer 1),
 //!    [`observe::metrics`] (every Prometheus metric, `observe::metrics::stdio` and
 //!    `observe::metrics::auth` those of the stdio transport and the OAuth resource server; uses
@@ -37,9 +39,7 @@
 //! 4. Client state, `client/`: [`client::per_client`] (a client's own upstream session,
 //!    `PerClient`; uses `transport::upstream`), [`client::sessions`] (downstream sessions, their
 //!    in-flight ids, event logs and server requests; uses `client::per_client`),
-//!    [`client::answer`] (the one place an answer becomes HTTP; uses `client::sessions::events`
-//!    and the session header of `transport::upstream::http`), [`client::subscriptions`]
-//!    (resource subscriptions per client; uses `client::sessions` and `client::answer`),
+//!    [`client::subscriptions`] (resource subscriptions per client; uses `client::sessions`),
 //!    [`client::audit`] (the audit line of a tool call; uses `access::auth` and
 //!    `transport::upstream::tools`), [`client::parked`] (calls parked on a legacy upstream's
 //!    server request until their modern client retries; uses `client::sessions` and
@@ -62,8 +62,11 @@
 //!    fronts, shuts down in order) and [`lint`] (checks a config against a live upstream, for the
 //!    CLI; uses only `transport::upstream`).
 
-/// Layer 1, the wire format: JSON-RPC messages, outcomes, MCP revisions, tasks.
+/// Layer 1, the wire format: JSON-RPC messages, MCP headers, answers, outcomes, MCP revisions,
+/// tasks.
 pub mod wire {
+    pub mod answer;
+    pub mod headers;
     pub mod jsonrpc;
     pub mod outcome;
     pub mod revision;
@@ -89,9 +92,8 @@ pub mod transport {
 }
 
 /// Layer 4, client state: downstream sessions, a client's own upstream session, its
-/// subscriptions, answers, audit lines and parked calls.
+/// subscriptions, audit lines and parked calls.
 pub mod client {
-    pub mod answer;
     pub mod audit;
     pub mod parked;
     pub mod per_client;

@@ -11,10 +11,10 @@ use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
-use crate::client::answer::Answer;
 use crate::client::sessions::DownstreamSession;
 use crate::transport::upstream::UpstreamSession;
 use crate::transport::upstream::era::UpstreamEra;
+use crate::wire::answer::Answer;
 
 /// Answers `resources/subscribe` / `resources/unsubscribe` locally when the upstream's
 /// subscription set does not change (another client already subscribed, or still is); `None`

@@ -26,7 +26,6 @@ use tokio::sync::mpsc;
 use tracing::{Instrument as _, Span};
 
 use crate::access::auth::Principal;
-use crate::client::answer::Answer;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Proxy;
@@ -35,6 +34,7 @@ use crate::observe::telemetry::spans;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::late_response::LateResponse;
 use crate::transport::upstream::{Reply, UpstreamError, UpstreamSession};
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;

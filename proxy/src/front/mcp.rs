@@ -32,13 +32,13 @@ use serde_json::Value;
 use tracing::Instrument as _;
 
 use crate::access::auth::Principal;
-use crate::client::answer::Answer;
 use crate::client::sessions::DownstreamSession;
 use crate::client::sessions::events::StreamKind;
 use crate::engine::forward;
 use crate::engine::state::Proxy;
 use crate::observe::telemetry;
-use crate::transport::upstream::http::SESSION_HEADER;
+use crate::wire::answer::Answer;
+use crate::wire::headers::SESSION_HEADER;
 use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 pub use body::MAX_BODY_BYTES;
@@ -532,13 +532,13 @@ async fn handle_get(
 /// A GET's SSE stream, which ends when the proxy stops serving (its pump keeps what follows).
 fn stream_until_shutdown(
     proxy: &Proxy,
-    events: tokio::sync::mpsc::Receiver<crate::client::sessions::events::StreamEvent>,
+    events: tokio::sync::mpsc::Receiver<crate::wire::answer::StreamEvent>,
 ) -> Response {
     let shutdown = proxy.shutdown.clone();
-    let events = crate::client::answer::stream_from(events)
-        .map(crate::client::answer::event_block)
+    let events = crate::wire::answer::stream_from(events)
+        .map(crate::wire::answer::event_block)
         .take_until(async move { shutdown.cancelled().await });
-    crate::client::answer::sse_response(events)
+    crate::wire::answer::sse_response(events)
 }
 
 async fn handle_delete(

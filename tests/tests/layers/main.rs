@@ -17,6 +17,8 @@ use graph::{Cycle, Graph};
 const PROXY_LAYERS: &[&[&str]] = &[
     &[
         "wire::jsonrpc",
+        "wire::headers",
+        "wire::answer",
         "wire::outcome",
         "wire::revision",
         "wire::tasks",
@@ -31,7 +33,6 @@ const PROXY_LAYERS: &[&[&str]] = &[
     &[
         "client::per_client",
         "client::sessions",
-        "client::answer",
         "client::subscriptions",
         "client::audit",
         "client::parked",

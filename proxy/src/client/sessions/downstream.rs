@@ -289,7 +289,7 @@ impl DownstreamSession {
         &self,
         kind: events::StreamKind,
         messages: mpsc::Receiver<WireMessage>,
-    ) -> mpsc::Receiver<events::StreamEvent> {
+    ) -> mpsc::Receiver<crate::wire::answer::StreamEvent> {
         let prime = self.protocol_version.as_str() >= "2025-11-25";
         self.events
             .carry(kind, messages, prime, self.closed.clone())
@@ -302,7 +302,7 @@ impl DownstreamSession {
     pub fn resume(
         &self,
         last_event_id: &str,
-    ) -> Result<mpsc::Receiver<events::StreamEvent>, events::Unresumable> {
+    ) -> Result<mpsc::Receiver<crate::wire::answer::StreamEvent>, events::Unresumable> {
         self.events.resume(last_event_id)
     }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::wire::answer::StreamEvent;
 use crate::wire::jsonrpc::WireMessage;
 
 /// Events kept per stream for replay; older ones are dropped first.
@@ -34,17 +35,6 @@ pub const RETAINED_STREAMS: usize = 32;
 pub const DETACHED_GRACE: Duration = Duration::from_secs(30);
 /// Events buffered towards one connection beyond the replayed ones.
 const CONNECTION_BUFFER: usize = 32;
-
-/// One SSE event the proxy writes: its id and the message, or none for the priming event that
-/// only carries an id (sent first on each stream of a 2025-11-25 session, so a client can
-/// resume before the first message).
-#[derive(Clone, Debug)]
-pub struct StreamEvent {
-    /// The SSE `id` field.
-    pub id: String,
-    /// The JSON-RPC message; `None` for the priming event (empty `data`).
-    pub message: Option<WireMessage>,
-}
 
 /// The kind of stream a pump carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use tracing::Span;
 
 use crate::access::auth::Principal;
-use crate::client::answer::Answer;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Proxy;
@@ -22,6 +21,7 @@ use crate::observe::telemetry::spans;
 use crate::transport::upstream::control::send_cancelled;
 use crate::transport::upstream::era::{self, UpstreamEra};
 use crate::transport::upstream::{UpstreamError, UpstreamSession};
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::access::auth::Principal;
 use crate::access::auth::grants::Grants;
 use crate::access::rate_limits::RateLimits;
-use crate::client::answer::Answer;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
 

@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{Call, timeout_answer, upstream_failure};
 use super::input_required;
-use crate::client::answer::Answer;
 use crate::engine::server_request;
 use crate::transport::upstream::UpstreamError;
 use crate::transport::upstream::late_response::LateResponse;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::outcome::Outcome;

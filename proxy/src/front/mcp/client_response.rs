@@ -16,9 +16,9 @@ use axum::http::StatusCode;
 use serde_json::Value;
 
 use super::refusal::refused;
-use crate::client::answer::Answer;
 use crate::client::sessions::{DownstreamSession, ServerRequest};
 use crate::engine::state::Proxy;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses

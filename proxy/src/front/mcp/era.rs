@@ -8,7 +8,7 @@ use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
-use crate::client::answer::Answer;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::revision::HANDSHAKE_VERSIONS;
 

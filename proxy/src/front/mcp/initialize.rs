@@ -10,10 +10,10 @@ use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 
 use super::refusal::refused;
-use crate::client::answer::Answer;
 use crate::client::per_client::Dedicated;
 use crate::engine::state::Proxy;
 use crate::transport::upstream::Unavailable;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 use crate::wire::outcome::Outcome;
 use crate::wire::revision::HANDSHAKE_VERSIONS;

@@ -22,12 +22,12 @@ use tokio::sync::mpsc;
 
 use super::refusal::refused;
 use crate::access::auth::Principal;
-use crate::client::answer::Answer;
 use crate::client::per_client::Dedicated;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Proxy;
 use crate::front::mcp::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
 use crate::transport::upstream::session::REQUESTED_VERSION;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, Message, WireMessage};
 use crate::wire::outcome::Outcome;
 

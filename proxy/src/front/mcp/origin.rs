@@ -13,8 +13,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::client::answer::Answer;
 use crate::engine::state::Proxy;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it

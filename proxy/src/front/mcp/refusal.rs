@@ -5,9 +5,9 @@
 use axum::http::StatusCode;
 use serde_json::Value;
 
-use crate::client::answer::Answer;
 use crate::observe::metrics::Metrics;
 use crate::observe::telemetry;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// A client message refused before anything reached the upstream: counted in

@@ -23,19 +23,12 @@ pub use self::client::HttpError;
 use self::client::{Body, Client};
 use self::target::Target;
 use super::UpstreamError;
+use crate::wire::headers::{METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_HEADER};
 use crate::wire::jsonrpc::WireMessage;
 
 /// An upstream's HTTP response, its body not yet read.
 pub type Response = http::Response<Body>;
 
-/// Header carrying the MCP session id (MCP 2025-06-18, "Session Management").
-pub const SESSION_HEADER: &str = "mcp-session-id";
-/// Header carrying the negotiated protocol version on every request after `initialize`.
-pub const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
-/// Header mirroring a modern request's `method` (MCP 2026-07-28, SEP-2243).
-pub const METHOD_HEADER: &str = "mcp-method";
-/// Header mirroring a modern request's `params.name` or `params.uri` (SEP-2243).
-pub const NAME_HEADER: &str = "mcp-name";
 /// Most bytes of an upstream error body kept for logs and client messages.
 pub const ERROR_BODY_LIMIT: usize = 512;
 

@@ -38,9 +38,9 @@ impl Refusal {
     }
 
     /// The client's answer under request id `id`.
-    pub fn answer(&self, id: &Value) -> crate::client::answer::Answer {
+    pub fn answer(&self, id: &Value) -> crate::wire::answer::Answer {
         let error = |code, message: &str| {
-            crate::client::answer::Answer::error(StatusCode::BAD_REQUEST, id, code, message)
+            crate::wire::answer::Answer::error(StatusCode::BAD_REQUEST, id, code, message)
         };
         match self {
             Self::InvalidParams(why) => error(jsonrpc::INVALID_PARAMS, why),

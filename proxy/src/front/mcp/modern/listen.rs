@@ -14,9 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::client::answer::Answer;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Proxy;
+use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
 
 /// `_meta` key tagging every message of a subscription.

@@ -19,10 +19,20 @@ use serde_json::Value;
 use sse_stream::{KeepAlive, Sse, SseBody, Timer};
 use tokio::sync::mpsc;
 
-use crate::client::sessions::events::StreamEvent;
-use crate::transport::upstream::http::SESSION_HEADER;
+use crate::wire::headers::SESSION_HEADER;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::jsonrpc::error_response;
+
+/// One SSE event the proxy writes: its id and the message, or none for the priming event that
+/// only carries an id (sent first on each stream of a 2025-11-25 session, so a client can
+/// resume before the first message).
+#[derive(Clone, Debug)]
+pub struct StreamEvent {
+    /// The SSE `id` field.
+    pub id: String,
+    /// The JSON-RPC message; `None` for the priming event (empty `data`).
+    pub message: Option<WireMessage>,
+}
 
 /// Interval of SSE keep-alive comments on streams the proxy writes (below common client idle
 /// timeouts of 30–60 s; field case BR-15).

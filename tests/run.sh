@@ -18,11 +18,20 @@ step() { printf '\n== %s\n' "$*" >&2; }
 # Each checkout's test and bench binaries get new hashes in the shared target directory (about
 # 350 MB each, 50 of them): keep only the newest build of each name, so repeated runs on new
 # clones do not fill the disk (a full disk puts the kubelet's disk-pressure taint on the node).
+# The workspace crates' own libraries (`libberth_*.rlib`/`.rmeta`, up to 50 MB each) get new
+# hashes the same way: keep the newest three builds of each (one checkout's dev, test and
+# clippy builds); cargo rebuilds one it misses.
 prune_stale_binaries() {
   local deps="$CARGO_TARGET_DIR/debug/deps"
   [[ -d $deps ]] || return 0
   find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.*' -printf '%T@ %f\n' | sort -rn |
     awk '{ name = $2; sub(/-[0-9a-f]+$/, "", name); if (seen[name]++) print $2 }' |
+    (cd "$deps" && xargs -r rm -f --)
+  find "$deps" -maxdepth 1 -type f -name 'libberth_*' \( -name '*.rlib' -o -name '*.rmeta' \) \
+    -printf '%T@ %f\n' | sort -rn |
+    awk '{ build = $2; sub(/\.(rlib|rmeta)$/, "", build); name = build; sub(/-[0-9a-f]+$/, "", name)
+           if (!(build in rank)) rank[build] = ++builds[name]
+           if (rank[build] > 3) print $2 }' |
     (cd "$deps" && xargs -r rm -f --)
 }
 prune_stale_binaries

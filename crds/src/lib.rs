@@ -18,8 +18,9 @@
 //! 2. [`tool_policy`]: which tools clients may call, per-tool grants and rate limits; uses
 //!    `duration`.
 //! 3. [`proxy_config`]: the proxy's configuration file, and the settings the McpUpstream spec
-//!    embeds as they are (`audit`, `oauth`, `request_origin`, sessions, timeouts, the tools
-//!    probe); uses `duration`, `transport` and `tool_policy`.
+//!    embeds as they are, one child module each (`audit`, `oauth`, `request_origin`, `session`,
+//!    `timeouts`, `tools_probe`, and `upstream` and `downstream_auth` of the file alone) over a
+//!    shared `error`; uses `duration`, `transport` and `tool_policy`.
 //! 4. [`mcp_upstream`]: the custom resource, one child module per part of the spec that needs
 //!    one (`session`, `proxy_auth`, `telemetry`, `pod`, `security`, `network_policy`,
 //!    `disruption`); uses every layer below.

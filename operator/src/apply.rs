@@ -16,9 +16,9 @@
 //! operator restart every child is applied once.
 //!
 //! Two children are handled differently. The session-key Secret is created once and never
-//! applied again, so its random key survives reconciles and operator restarts ([`ensure_created`]).
+//! applied again, so its random key survives reconciles and operator restarts (`ensure_created`).
 //! The optional NetworkPolicy and PodDisruptionBudget are deleted when the spec stops asking for
-//! them, and only when this McpUpstream owns them ([`remove_unwanted`]).
+//! them, and only when this McpUpstream owns them (`remove_unwanted`).
 //!
 //! Not responsible for: deleting children of a deleted McpUpstream (the garbage collector does
 //! that through the owner references).

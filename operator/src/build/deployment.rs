@@ -13,7 +13,7 @@
 //!   `spec.upstream.securityContext` can only change what stays within it (the CRD's CEL rules);
 //! - the proxy gets the session key ([`super::secret`]), the client token
 //!   (`spec.proxy.auth`) and Secret-backed upstream headers as environment variables, and with
-//!   `spec.telemetry.traces` the standard `OTEL_*` variables ([`telemetry_env`]);
+//!   `spec.telemetry.traces` the standard `OTEL_*` variables (`telemetry_env`);
 //! - `spec.pod` overrides (scheduling, extra labels and annotations) are merged in, the
 //!   operator's own labels and annotation always winning ([`super::pod`]);
 //! - `terminationGracePeriodSeconds` covers the proxy's drain and the longest request
@@ -290,7 +290,7 @@ fn mcp_upstream_env(name: &str) -> [EnvVar; 2] {
 }
 
 /// Name of the proxy's variable holding its pod's name (downward API `metadata.name`), which
-/// [`telemetry_env`]'s `OTEL_RESOURCE_ATTRIBUTES` refers to.
+/// `telemetry_env`'s `OTEL_RESOURCE_ATTRIBUTES` refers to.
 pub const POD_NAME_ENV: &str = "BERTH_POD_NAME";
 
 /// The standard OpenTelemetry variables of the proxy of the McpUpstream `name` for

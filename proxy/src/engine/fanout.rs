@@ -171,7 +171,7 @@ fn resubscribe(fanout: &Fanout, session: &Arc<crate::transport::upstream::Upstre
 }
 
 /// What delivers a dedicated (`PerClient`) upstream session's standalone messages to `client`,
-/// for [`crate::client::per_client::Dedicated::listen`]: spawns [`deliver_dedicated`].
+/// for [`crate::client::per_client::Dedicated::listen`]: spawns `deliver_dedicated`.
 pub fn to_client(
     client: Weak<DownstreamSession>,
     metrics: Arc<Metrics>,

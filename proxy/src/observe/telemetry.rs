@@ -10,7 +10,7 @@
 //!
 //! A collector that is down never slows a call: spans wait in a bounded queue and the ones that
 //! do not fit, or whose export failed, are dropped and counted
-//! (`berth_proxy_trace_spans_dropped_total{reason}`; [`export`]).
+//! (`berth_proxy_trace_spans_dropped_total{reason}`; the child module `export`).
 //!
 //! When off, no span is created at all ([`enabled`] is checked first), so the hot path pays one
 //! atomic load per request.

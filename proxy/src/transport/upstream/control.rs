@@ -31,7 +31,7 @@ pub fn send_cancelled(upstream: Arc<UpstreamSession>, upstream_id: u64, outcome:
 }
 
 /// Sends a proxy-originated message upstream without blocking anyone (bounded by
-/// [`CONTROL_BUDGET`]).
+/// `CONTROL_BUDGET`, 5 s).
 pub fn send_in_background(upstream: Arc<UpstreamSession>, message: impl Into<WireMessage>) {
     let message = message.into();
     tokio::spawn(async move {

@@ -4,7 +4,7 @@
 //! A broken or idle-closed stream is reopened with backoff, sending `Last-Event-ID` when the
 //! upstream sent event ids; a read timeout never ends the session by itself (field case BR-15).
 //! A modern upstream has no standalone stream: the proxy holds a `subscriptions/listen`
-//! request open instead ([`modern`]).
+//! request open instead (the child module `modern`).
 
 mod ended;
 mod modern;

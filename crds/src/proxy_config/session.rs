@@ -1,0 +1,78 @@
+//! How downstream (client) sessions map onto upstream sessions (`session`): the strategy, the
+//! idle timeout and the `PerClient` session limit. The McpUpstream spec embeds it unchanged.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::error::{ProxyConfigError, parse_positive};
+use crate::duration::DurationString;
+
+/// Smallest `session.maxSessions`.
+pub const MAX_SESSIONS_MIN: u64 = 1;
+/// Largest `session.maxSessions`.
+pub const MAX_SESSIONS_MAX: u64 = 1024;
+
+/// How downstream (client) sessions map onto upstream sessions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSpec {
+    /// Session strategy. `Shared` (default): one long-lived upstream session serves every client;
+    /// the proxy answers each client's `initialize` from the upstream's handshake and rewrites
+    /// JSON-RPC request ids so clients never see each other's replies. `PerClient`: each client
+    /// session gets an upstream session of its own, opened with the client's own `initialize`
+    /// and closed when the client's session ends (DELETE or idle expiry); at most
+    /// `maxSessions` at once.
+    #[serde(default)]
+    pub strategy: SessionStrategy,
+    /// A client session with no request for this long ends; its next request gets HTTP 404 and
+    /// the client starts a new session. Example `30m`. Default `30m`.
+    #[serde(default = "default_idle_timeout")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('168h')", "message": "spec.session.idleTimeout must be more than 0s and at most 168h"}]))]
+    pub idle_timeout: DurationString,
+    /// Most client sessions served at once with the `PerClient` strategy (each holds an upstream
+    /// session of its own); past it, a new `initialize` gets a clear JSON-RPC error. Range
+    /// 1-1024. Default `16`.
+    #[serde(default = "default_max_sessions")]
+    #[schemars(with = "i32", range(min = MAX_SESSIONS_MIN, max = MAX_SESSIONS_MAX))]
+    pub max_sessions: u32,
+}
+
+impl Default for SessionSpec {
+    fn default() -> Self {
+        Self {
+            strategy: SessionStrategy::default(),
+            idle_timeout: default_idle_timeout(),
+            max_sessions: default_max_sessions(),
+        }
+    }
+}
+
+impl SessionSpec {
+    /// The client session idle timeout.
+    ///
+    /// # Errors
+    /// [`ProxyConfigError::Duration`] when `idleTimeout` does not parse.
+    pub fn idle_timeout(&self) -> Result<Duration, ProxyConfigError> {
+        parse_positive("session.idleTimeout", &self.idle_timeout)
+    }
+}
+
+/// How client sessions map onto upstream sessions: `Shared` or `PerClient`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum SessionStrategy {
+    /// One upstream session for the whole pod, reused by every client.
+    #[default]
+    Shared,
+    /// One upstream session per client session.
+    PerClient,
+}
+
+fn default_max_sessions() -> u32 {
+    16
+}
+
+fn default_idle_timeout() -> DurationString {
+    DurationString::new("30m")
+}

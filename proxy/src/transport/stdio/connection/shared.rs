@@ -1,0 +1,165 @@
+//! The state a stdio connection's handle, its reader and writer tasks and its keeper share:
+//! the pending requests by id, why the connection ended, and the error requests get once it
+//! has.
+//!
+//! Not responsible for: reading or routing lines (`read`) or writing them (the connection).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::observe::metrics::stdio::StdioMetrics;
+use crate::transport::stdio::stderr::StderrTail;
+use crate::transport::upstream::UpstreamError;
+use crate::wire::jsonrpc::WireMessage;
+
+/// Why a connection ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// The child exited on its own with this exit code label (`0`-`255` or `signal`).
+    Exited(String),
+    /// The child closed its stdout while still running (field case BR-08).
+    StdoutClosed,
+    /// The stdio host closed the connection (its child ended).
+    Disconnected,
+    /// The stdio host refused the connection, with its reason.
+    Refused(String),
+    /// The proxy closed the connection.
+    Closed,
+}
+
+pub(super) type PendingSender = mpsc::Sender<Result<WireMessage, UpstreamError>>;
+
+/// State shared by the connection handle and its tasks.
+#[derive(Debug)]
+pub(in crate::transport::stdio) struct Shared {
+    pub(in crate::transport::stdio) label: String,
+    pub(super) pending: Mutex<HashMap<String, PendingSender>>,
+    /// Keys of the pending `subscriptions/listen` requests.
+    pub(super) listens: Mutex<std::collections::HashSet<String>>,
+    reason: Mutex<Option<EndReason>>,
+    pub(in crate::transport::stdio) ended: CancellationToken,
+    pub(in crate::transport::stdio) eof: CancellationToken,
+    pub(in crate::transport::stdio) stderr_done: CancellationToken,
+    pub(in crate::transport::stdio) stderr: Arc<StderrTail>,
+    pub(super) max_line_bytes: usize,
+    pub(super) metrics: StdioMetrics,
+}
+
+impl Shared {
+    pub(in crate::transport::stdio) fn new(
+        label: String,
+        max_line_bytes: usize,
+        stderr: Arc<StderrTail>,
+        metrics: StdioMetrics,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            label,
+            pending: Mutex::new(HashMap::new()),
+            listens: Mutex::new(std::collections::HashSet::new()),
+            reason: Mutex::new(None),
+            ended: CancellationToken::new(),
+            eof: CancellationToken::new(),
+            stderr_done: CancellationToken::new(),
+            stderr,
+            max_line_bytes,
+            metrics,
+        })
+    }
+
+    /// Ends the connection (the first reason wins): every pending request fails with
+    /// [`Self::gone_error`].
+    pub(in crate::transport::stdio) fn end(&self, reason: EndReason) {
+        {
+            let mut current = self.reason.lock().unwrap_or_else(|e| e.into_inner());
+            if current.is_none() {
+                *current = Some(reason);
+            }
+        }
+        self.ended.cancel();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Why the connection ended, if it did.
+    pub(in crate::transport::stdio) fn reason(&self) -> Option<EndReason> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The error requests on an ended connection get: [`UpstreamError::Refused`] for a refusal,
+    /// else [`UpstreamError::Gone`] naming the reason and the child's last stderr lines.
+    pub(in crate::transport::stdio) fn gone_error(&self) -> UpstreamError {
+        let what = match self.reason() {
+            Some(EndReason::Refused(reason)) => return UpstreamError::Refused(reason),
+            Some(EndReason::Exited(code)) => {
+                format!("stdio child {} exited with code {code}", self.label)
+            }
+            Some(EndReason::StdoutClosed) => {
+                format!("stdio child {} closed its stdout", self.label)
+            }
+            Some(EndReason::Disconnected) => {
+                format!("stdio host closed the connection {}", self.label)
+            }
+            Some(EndReason::Closed) | None => format!("stdio connection {} was closed", self.label),
+        };
+        let stderr = self.stderr.summary();
+        UpstreamError::Gone(if stderr.is_empty() {
+            what
+        } else {
+            format!("{what}; last stderr: {stderr}")
+        })
+    }
+
+    pub(super) fn skip(&self, reason: &'static str, line: &[u8]) {
+        self.metrics
+            .skipped_lines
+            .with_label_values(&[reason])
+            .inc();
+        let end = line.len().min(200);
+        tracing::warn!(
+            child = %self.label,
+            reason,
+            line = %String::from_utf8_lossy(&line[..end]),
+            "skipped a line on child stdout"
+        );
+    }
+
+    pub(super) fn take_pending(&self, key: &str) -> Option<PendingSender> {
+        self.listens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+    }
+
+    pub(super) fn pending_sender(&self, key: &str) -> Option<PendingSender> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned()
+    }
+
+    /// The only pending call, not counting `subscriptions/listen` requests (a modern upstream's
+    /// listen stream is pending for as long as it lives, and owns no call's messages).
+    pub(super) fn only_pending(&self) -> Option<(String, PendingSender)> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let listens = self.listens.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = pending.iter().filter(|(key, _)| !listens.contains(*key));
+        let only = calls.next()?;
+        if calls.next().is_some() {
+            return None;
+        }
+        Some((only.0.clone(), only.1.clone()))
+    }
+}

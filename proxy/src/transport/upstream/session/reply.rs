@@ -1,0 +1,42 @@
+//! The reply to a request the session sends itself: a stdio reply in the HTTP shape, and the
+//! wait for the response with a given id in a reply.
+
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::transport::stdio::PendingReply;
+use crate::transport::upstream::UpstreamError;
+use crate::transport::upstream::http::Reply;
+
+/// A stdio reply as the HTTP-shaped [`Reply`] the forwarding code handles: a stream for a
+/// request, `Accepted` for anything else.
+pub(super) fn stdio_reply(pending: PendingReply) -> Reply {
+    if pending.is_request() {
+        Reply::Stream(Box::pin(pending))
+    } else {
+        Reply::Accepted
+    }
+}
+
+/// Waits for the response with `id` in a reply.
+pub(super) async fn final_response(reply: Reply, id: &Value) -> Result<Value, UpstreamError> {
+    match reply {
+        Reply::Json(value) if value.get("id") == Some(id) => Ok(value.into_view()),
+        Reply::Json(_) => Err(UpstreamError::Malformed(
+            "response id does not match".into(),
+        )),
+        Reply::Accepted => Err(UpstreamError::Malformed("request answered with 202".into())),
+        Reply::Stream(mut stream) => {
+            while let Some(message) = stream.next().await {
+                let message = message?;
+                let is_response = message.get("result").is_some() || message.get("error").is_some();
+                if is_response && message.get("id") == Some(id) {
+                    return Ok(message.into_view());
+                }
+            }
+            Err(UpstreamError::Malformed(
+                "stream ended before the response".into(),
+            ))
+        }
+    }
+}

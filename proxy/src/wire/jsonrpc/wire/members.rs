@@ -1,0 +1,157 @@
+//! Reading a JSON object's members straight from a message's text, without building a
+//! `Value`: the byte range of a member (where [`WireMessage::set`](super::WireMessage::set)
+//! splices) and the member names in order, duplicates kept (for
+//! [`WireMessage::duplicate_member`](super::WireMessage::duplicate_member)).
+//!
+//! With duplicate names the last member counts, as in serde_json's view.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+/// The byte range in `text` of the member at `path`.
+pub(super) fn span(text: &str, path: &[&str]) -> Option<Range<usize>> {
+    let mut start = 0;
+    let mut slice = text;
+    for key in path {
+        let member = member(slice, key)?;
+        // `member` borrows from `slice`, so its offset is where it starts inside `slice`.
+        start += member.get().as_ptr() as usize - slice.as_ptr() as usize;
+        slice = member.get();
+    }
+    Some(start..start + slice.len())
+}
+
+/// The raw text of the last member named `key` of the JSON object `object`.
+fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
+    let mut deserializer = serde_json::Deserializer::from_str(object);
+    MemberSeed(key)
+        .deserialize(&mut deserializer)
+        .ok()
+        .flatten()
+}
+
+/// The first name in `keys` that an earlier one repeats. Without allocating for the few
+/// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
+/// linear time.
+pub(super) fn first_repeated<'k>(keys: &'k [Key<'_>]) -> Option<&'k str> {
+    if keys.len() <= SCAN_MEMBERS {
+        return keys
+            .iter()
+            .enumerate()
+            .find(|(i, key)| keys[..*i].contains(key))
+            .map(|(_, key)| key.as_str());
+    }
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    keys.iter()
+        .find(|key| !seen.insert(key.as_str()))
+        .map(Key::as_str)
+}
+
+/// Members compared pairwise by [`first_repeated`] before it uses a set.
+const SCAN_MEMBERS: usize = 16;
+
+/// A member name, borrowed from the message text unless it has escapes to decode.
+#[derive(PartialEq, Eq)]
+pub(super) struct Key<'de>(Cow<'de, str>);
+
+impl Key<'_> {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_borrowed_str<E: serde::de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(name)))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name.to_owned())))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, name: String) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name)))
+    }
+}
+
+/// The member names of a JSON object, in order, duplicates kept.
+pub(super) struct KeysSeed;
+
+impl<'de> DeserializeSeed<'de> for KeysSeed {
+    type Value = Vec<Key<'de>>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeysSeed {
+    type Value = Vec<Key<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut keys = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            map.next_value::<IgnoredAny>()?;
+            keys.push(key);
+        }
+        Ok(keys)
+    }
+}
+
+struct MemberSeed<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for MemberSeed<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MemberSeed<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == self.0 {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}

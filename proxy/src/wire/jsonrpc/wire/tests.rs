@@ -1,0 +1,205 @@
+//! Unit tests of [`WireMessage`]: byte-for-byte text, splicing, partial views, duplicate
+//! members, batches.
+
+use serde_json::json;
+
+use super::*;
+
+/// Numbers and strings a `Value` round trip changes: big integers, `-0.0`, exponents,
+/// escapes, key order, whitespace.
+const TRICKY: &str = r#"{"z":123456789012345678901234567890,"a":9007199254740993,"n":-0.0,"e":1e2,"E":2.50E-3,"u":"\u00e9\ud83d\ude00 é","s":"\/x","k":{"b":1,"a":[1.0, 2]}}"#;
+
+#[test]
+fn parse_keeps_the_exact_text() {
+    let message = WireMessage::parse(format!(" \n{TRICKY}\r\n").as_bytes()).expect("parse");
+    assert_eq!(message.text(), TRICKY);
+    assert_eq!(message["k"]["b"], json!(1));
+}
+
+#[test]
+fn insert_member_adds_one_member_and_keeps_every_other_byte() {
+    let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{TRICKY}}}"#);
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert!(message.insert_member(&["result"], "resultType", &json!("complete")));
+    assert_eq!(
+        message.text(),
+        text.replace(r#""result":{"#, r#""result":{"resultType":"complete","#)
+    );
+    assert_eq!(message["result"]["resultType"], json!("complete"));
+    assert!(
+        !message.insert_member(&["result"], "resultType", &json!("x")),
+        "present"
+    );
+    assert!(
+        !message.insert_member(&["id"], "k", &json!(1)),
+        "not an object"
+    );
+    let mut empty = WireMessage::parse(br#"{"id":2,"result": {} }"#).expect("parse");
+    assert!(empty.insert_member(&["result"], "ttlMs", &json!(0)));
+    assert_eq!(empty.text(), r#"{"id":2,"result": {"ttlMs":0} }"#);
+    assert_eq!(
+        WireMessage::parse(empty.text().as_bytes())
+            .expect("valid")
+            .view(),
+        empty.view()
+    );
+}
+
+#[test]
+fn set_splices_only_the_member() {
+    let text = format!(
+        r#"{{"jsonrpc":"2.0","id":"client-7","method":"tools/call","params":{{"name":"echo","arguments":{TRICKY},"_meta":{{"progressToken":"p1","x":1e2}}}}}}"#
+    );
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert!(message.set(&["id"], &json!(41)));
+    assert!(message.set(&["params", "_meta", "progressToken"], &json!("berth-41")));
+    let expected = text
+        .replace(r#""id":"client-7""#, r#""id":41"#)
+        .replace(r#""progressToken":"p1""#, r#""progressToken":"berth-41""#);
+    assert_eq!(message.text(), expected);
+    assert_eq!(message["id"], json!(41));
+    assert_eq!(
+        message["params"]["_meta"]["progressToken"],
+        json!("berth-41")
+    );
+}
+
+#[test]
+fn set_of_an_absent_member_changes_nothing() {
+    let text = r#"{"id":1,"params":{"_meta":5,"x":{"progressToken":1}}}"#;
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert!(!message.set(&["params", "_meta", "progressToken"], &json!("t")));
+    assert!(!message.set(&["params", "progressToken"], &json!("t")));
+    assert_eq!(message.text(), text);
+}
+
+#[test]
+fn set_takes_the_last_duplicate_and_escaped_keys_like_the_view() {
+    let text = r#"{"\u0069d":1,"id":2}"#;
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert_eq!(message["id"], json!(2));
+    message.set_id(&json!("x"));
+    assert_eq!(message.text(), r#"{"\u0069d":1,"id":"x"}"#);
+}
+
+#[test]
+fn set_id_adds_an_absent_id() {
+    let mut message = WireMessage::parse(br#"{"jsonrpc":"2.0","result":{}}"#).expect("parse");
+    message.set_id(&json!(3));
+    assert_eq!(message["id"], json!(3));
+    assert_eq!(
+        WireMessage::parse(message.text().as_bytes()).expect("parse")["id"],
+        json!(3)
+    );
+}
+
+#[test]
+fn members_of_a_batch_keep_their_text() {
+    let batch = WireMessage::parse(br#"[{"id":1,"result":{"n":1e2}} , {"id":2,"result":{}}]"#)
+        .expect("parse");
+    let members = batch.members().expect("array");
+    assert_eq!(members[0].text(), r#"{"id":1,"result":{"n":1e2}}"#);
+    assert_eq!(members[1]["id"], json!(2));
+    assert!(WireMessage::from(json!({})).members().is_none());
+}
+
+#[test]
+fn sse_data_drops_carriage_returns_only() {
+    let message = WireMessage::parse(b"{\r\n\"a\":\"x\\r\"\r\n}").expect("parse");
+    assert_eq!(message.sse_data(), "{\n\"a\":\"x\\r\"\n}");
+}
+
+#[test]
+fn line_turns_line_breaks_into_spaces() {
+    let message = WireMessage::parse(b"{\r\n\"a\":\"x\\n\"\n}").expect("parse");
+    assert_eq!(message.line(), "{  \"a\":\"x\\n\" }");
+    assert_eq!(
+        WireMessage::parse(message.line().as_bytes()).expect("parse")["a"],
+        json!("x\n")
+    );
+}
+
+#[test]
+fn json_a_value_cannot_hold_is_carried_with_a_partial_view() {
+    let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    for member in [deep.as_str(), "1e400", r#""\ud800""#] {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"result":{{"isError":true,"deep":{{"x":{member}}}}}}}"#
+        );
+        let mut message = WireMessage::parse(text.as_bytes()).expect("carried");
+        assert!(message.is_partial());
+        assert_eq!(message["result"]["isError"], json!(true));
+        message.set_id(&json!("client"));
+        assert_eq!(
+            message.text(),
+            text.replace(r#""id":5"#, r#""id":"client""#)
+        );
+    }
+    assert!(
+        !WireMessage::parse(br#"{"a":[1]}"#)
+            .expect("parse")
+            .is_partial()
+    );
+}
+
+#[test]
+fn duplicate_member_names_the_first_repeated_name_of_envelope_params_and_meta() {
+    let cases = [
+        (r#"{"id":1,"id":2,"method":"ping"}"#, Some("id")),
+        (
+            r#"{"id":1,"params":{"name":"a","\u006eame":"b"}}"#,
+            Some("params.name"),
+        ),
+        (
+            r#"{"id":1,"params":{"_meta":{"progressToken":1,"progressToken":2}}}"#,
+            Some("params._meta.progressToken"),
+        ),
+        (r#"{"id":1,"params":{"arguments":{"x":1,"x":2}}}"#, None),
+        (r#"{"id":1,"params":[1,1]}"#, None),
+        (
+            r#"{"id":1,"method":"ping","params":{"a":1,"b":{"a":1}}}"#,
+            None,
+        ),
+    ];
+    for (text, expected) in cases {
+        let message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert_eq!(message.duplicate_member().as_deref(), expected, "{text}");
+    }
+}
+
+#[test]
+fn duplicate_member_is_found_past_the_pairwise_scan_and_in_escaped_names() {
+    let members: Vec<String> = (0..40).map(|i| format!(r#""m{i}":{i}"#)).collect();
+    let unique = format!(r#"{{"id":1,"params":{{{}}}}}"#, members.join(","));
+    let message = WireMessage::parse(unique.as_bytes()).expect("parse");
+    assert_eq!(message.duplicate_member(), None);
+    let repeated = format!(
+        r#"{{"id":1,"params":{{{},"m\u0035":0}}}}"#,
+        members.join(",")
+    );
+    let message = WireMessage::parse(repeated.as_bytes()).expect("parse");
+    assert_eq!(message.duplicate_member().as_deref(), Some("params.m5"));
+}
+
+#[test]
+fn a_clone_shares_the_message_until_one_is_rewritten() {
+    let original = WireMessage::parse(br#"{"id":1,"result":{"n":1e2}}"#).expect("parse");
+    let mut rewritten = original.clone();
+    rewritten.set_id(&json!("client"));
+    assert_eq!(original.text(), r#"{"id":1,"result":{"n":1e2}}"#);
+    assert_eq!(original["id"], json!(1));
+    assert_eq!(rewritten.text(), r#"{"id":"client","result":{"n":1e2}}"#);
+    assert_eq!(original.clone().into_text(), original.text());
+}
+
+#[test]
+fn parse_refuses_non_utf8_and_non_json() {
+    assert!(matches!(
+        WireMessage::parse(b"\xff"),
+        Err(ParseError::Utf8(_))
+    ));
+    assert!(matches!(
+        WireMessage::parse(b"{\"a\":"),
+        Err(ParseError::Json(_))
+    ));
+}

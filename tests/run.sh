@@ -39,6 +39,8 @@ prune_stale_binaries
 step "format and lint"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# Every intra-doc link of the crates' docs resolves (module maps, field docs).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p berth-crds -p berth-operator -p berth-proxy
 
 step "MCP peers and the conformance suites (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)

@@ -342,6 +342,9 @@ async fn measure(
     tokio::time::sleep(SETTLE).await;
     let idle = usage_of(system)?;
     result.rss_idle_kib = idle.map(|u| u.own_rss_kib);
+    // The loads run on their own client, dropped before the after-load RSS reading, so none of
+    // their keep-alive connections (64 and more) is still open then: RSS after load is what
+    // the hop keeps once its clients have gone.
     let loads_client = load::client()?;
     for load in loads {
         let sessions = load::open_sessions(&loads_client, url, load.sessions).await?;

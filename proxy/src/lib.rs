@@ -9,7 +9,7 @@
 //! # Module map
 //!
 //! The folders are the layers, bottom first: `wire/`, then `observe/` and `access/`
-//! (cross-cutting), `transport/`, `client/`, `engine/` (the shared state, then the call engine
+//! (cross-cutting), `transport/`, `client/`, `engine/` (the engine's state, then the call engine
 //! above it), `front/`; the start-up wiring, `server` and `lint`, stays at the root. A module uses
 //! only modules of the layers below its own (and those of its own layer named here), never one
 //! above and never one that uses it back; inside a module the same holds for its children (a
@@ -44,9 +44,9 @@
 //!    `transport::upstream::tools`), [`client::parked`] (calls parked on a legacy upstream's
 //!    server request until their modern client retries; uses `client::sessions` and
 //!    `client::audit`).
-//! 5. [`engine::state`]: the [`Proxy`] every handler shares (the upstream, the sessions, the
-//!    budgets and policies, the parked calls, the metrics), and ending a session; uses layers
-//!    1-4.
+//! 5. [`engine::state`]: the [`Engine`] the call engine runs on (the upstream, the sessions,
+//!    the budgets and tool rules, the parked calls, the metrics, the audit log), and ending a
+//!    session; uses layers 1-4.
 //! 6. The call engine, a request's life, the rest of `engine/`: [`engine::server_request`] (a
 //!    server-to-client request on its way to one client), [`engine::fanout`] (the upstream's own
 //!    messages to clients; handed the upstream, the sessions, the subscriptions and the metrics,
@@ -55,11 +55,13 @@
 //!    steps share). They use layers 1-5; `engine::fanout` uses `engine::server_request`,
 //!    `engine::forward` both.
 //! 7. The fronts, `front/`: [`front::mcp`] (Streamable HTTP on `/mcp`, `front::mcp::modern` for
-//!    MCP 2026-07-28, `front::mcp::linger` the listener; uses layers 1-6) and [`front::admin`]
+//!    MCP 2026-07-28, `front::mcp::linger` the listener; its state, [`front::mcp::Front`], is the
+//!    [`Engine`] and the front's own settings: client auth, `Origin` rules, session strategy and
+//!    limit; uses layers 1-6) and [`front::admin`]
 //!    (`/metrics`, `/healthz`, `/readyz`; handed only the upstream, the metrics and the drain
 //!    flag, [`front::admin::Admin`]).
-//! 8. Start-up wiring, at the root: [`server`] (builds [`Proxy`] from the config, serves the
-//!    fronts, shuts down in order) and [`lint`] (checks a config against a live upstream, for the
+//! 8. Start-up wiring, at the root: [`server`] (builds the [`Engine`] and the fronts from the config,
+//!    serves them, shuts down in order) and [`lint`] (checks a config against a live upstream, for the
 //!    CLI; uses only `transport::upstream`).
 
 /// Layer 1, the wire format: JSON-RPC messages, MCP headers, answers, outcomes, MCP revisions,
@@ -101,7 +103,7 @@ pub mod client {
     pub mod subscriptions;
 }
 
-/// Layer 5, the shared state ([`engine::state`]), and layer 6 above it, the call engine: a
+/// Layer 5, the engine's state ([`engine::state`]), and layer 6 above it, the call engine: a
 /// request's life ([`engine::forward`]), the upstream's own messages ([`engine::fanout`]),
 /// server-to-client requests ([`engine::server_request`]).
 pub mod engine {
@@ -121,7 +123,7 @@ pub mod front {
 pub mod lint;
 pub mod server;
 
-pub use server::{Proxy, RunningProxy, StartError, start, start_on, start_with_env};
+pub use server::{Engine, RunningProxy, StartError, start, start_on, start_with_env};
 
 /// Installs ring as the process-wide rustls crypto provider (the only TLS provider in Berth).
 /// Call once before the first HTTP client is built; later calls do nothing.

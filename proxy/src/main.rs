@@ -275,7 +275,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     let config = config_from(&args)?;
     let running = berth_proxy::start(&config).await?;
-    let proxy = std::sync::Arc::clone(&running.proxy);
+    let engine = std::sync::Arc::clone(&running.engine);
     let stopped = running.shutdown_token();
     // SIGTERM drains (not ready, still serving for timeouts.drain) and then shuts down; a
     // proxy that stops on its own (a crash-looping stdio upstream) shuts down at once.
@@ -283,7 +283,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         () = shutdown_signal() => running.drain().await,
         () = stopped.cancelled() => running.wait().await,
     }
-    if proxy.upstream.gave_up() {
+    if engine.upstream.gave_up() {
         // The stdio server crash-loops: exit non-zero so the pod shows it (field case BR-34).
         anyhow::bail!("the stdio upstream failed too often in a row; see the log for its stderr");
     }

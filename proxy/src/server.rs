@@ -1,5 +1,6 @@
-//! Start-up wiring: builds the shared [`Proxy`] state from the config, starts the upstream
-//! supervisor and the background tasks, serves the two listeners, and shuts down in order.
+//! Start-up wiring: builds the call engine's [`Engine`] and the fronts' state from the config,
+//! starts the upstream supervisor and the background tasks, serves the two listeners, and shuts
+//! down in order.
 //!
 //! Shutdown runs in order (issue 11, rolling updates lose nothing): [`RunningProxy::drain`]
 //! first reports not ready (`/readyz` 503 `draining`) while still serving for
@@ -26,7 +27,8 @@ use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
 };
 
-pub use crate::engine::state::Proxy;
+pub use crate::engine::state::Engine;
+use crate::front::mcp::Front;
 pub use crate::front::mcp::linger::{self, LingerOnClose};
 
 /// A proxy that cannot start.
@@ -95,8 +97,10 @@ pub struct RunningProxy {
     pub mcp_addr: SocketAddr,
     /// Where `/metrics`, `/healthz` and `/readyz` are served.
     pub admin_addr: SocketAddr,
-    /// The shared state (for tests and embedding).
-    pub proxy: Arc<Proxy>,
+    /// The call engine's state (for tests and embedding).
+    pub engine: Arc<Engine>,
+    /// Set when a drain began: `/readyz` answers 503 `draining`.
+    draining: Arc<AtomicBool>,
     shutdown: CancellationToken,
     drain: Duration,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -116,7 +120,7 @@ impl RunningProxy {
     ///
     /// Cancellation safety: dropping the future leaves the proxy draining but serving.
     pub async fn drain(self) {
-        self.proxy.draining.store(true, Ordering::Relaxed);
+        self.draining.store(true, Ordering::Relaxed);
         tracing::info!(
             drain_ms = self.drain.as_millis() as u64,
             "draining: not ready, still serving"
@@ -135,7 +139,7 @@ impl RunningProxy {
             let _ = task.await;
         }
         // Every request has ended: its audit events are written before the process exits.
-        self.proxy.auditor.close();
+        self.engine.auditor.close();
     }
 
     /// The token that stops this proxy.
@@ -223,7 +227,7 @@ pub async fn start_on(
         AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
         AuditLog::Off => Auditor::off(),
     };
-    let proxy = Arc::new(Proxy {
+    let engine = Arc::new(Engine {
         upstream,
         sessions: Arc::new(sessions),
         subscriptions: Arc::new(Subscriptions::default()),
@@ -232,32 +236,35 @@ pub async fn start_on(
         call_budget,
         max_call,
         connect_budget,
-        shutdown: shutdown.clone(),
-        draining: Arc::new(AtomicBool::new(false)),
-        strategy: config.session.strategy,
         tools_policy: config.tools.clone(),
         tool_grants,
         rate_limits,
         auditor,
+    });
+    let front = Arc::new(Front {
+        engine: Arc::clone(&engine),
+        shutdown: shutdown.clone(),
+        strategy: config.session.strategy,
         max_sessions: config.session.max_sessions as usize,
         endpoint: endpoint.clone(),
         downstream_auth,
         request_origin: config.request_origin.clone(),
     });
+    let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
     let servers = [
         serve(
             mcp,
-            crate::front::mcp::router(Arc::clone(&proxy)),
+            crate::front::mcp::router(Arc::clone(&front)),
             shutdown.clone(),
         ),
         serve(
             admin,
             crate::front::admin::router(crate::front::admin::Admin {
-                upstream: Arc::clone(&proxy.upstream),
-                metrics: Arc::clone(&proxy.metrics),
-                draining: Arc::clone(&proxy.draining),
+                upstream: Arc::clone(&engine.upstream),
+                metrics: Arc::clone(&engine.metrics),
+                draining: Arc::clone(&draining),
             }),
             shutdown.clone(),
         ),
@@ -271,16 +278,16 @@ pub async fn start_on(
             stop_behind.cancel();
         }),
         tokio::spawn(expire_sessions(
-            Arc::clone(&proxy),
+            Arc::clone(&engine),
             idle_timeout,
             upstream_stop.clone(),
         )),
         tokio::spawn(crate::engine::fanout::run(
             crate::engine::fanout::Fanout {
-                upstream: Arc::clone(&proxy.upstream),
-                sessions: Arc::clone(&proxy.sessions),
-                subscriptions: Arc::clone(&proxy.subscriptions),
-                metrics: Arc::clone(&proxy.metrics),
+                upstream: Arc::clone(&engine.upstream),
+                sessions: Arc::clone(&engine.sessions),
+                subscriptions: Arc::clone(&engine.subscriptions),
+                metrics: Arc::clone(&engine.metrics),
             },
             server_messages_rx,
             upstream_stop.clone(),
@@ -288,13 +295,13 @@ pub async fn start_on(
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
-    if let Some(crate::access::auth::DownstreamAuth::OAuth(server)) = &proxy.downstream_auth {
+    if let Some(crate::access::auth::DownstreamAuth::OAuth(server)) = &front.downstream_auth {
         tasks.push(tokio::spawn(crate::access::auth::refresh_keys(
             Arc::clone(server),
             upstream_stop.clone(),
         )));
     }
-    let (stop, clients) = (upstream_stop.clone(), Arc::clone(&proxy));
+    let (stop, clients) = (upstream_stop.clone(), Arc::clone(&engine));
     tasks.push(tokio::spawn(async move {
         stop.cancelled().await;
         let dedicated = clients
@@ -321,7 +328,8 @@ pub async fn start_on(
     Ok(RunningProxy {
         mcp_addr,
         admin_addr,
-        proxy,
+        engine,
+        draining,
         shutdown,
         drain,
         tasks,
@@ -443,20 +451,20 @@ fn serve(
     })
 }
 
-async fn expire_sessions(proxy: Arc<Proxy>, idle_timeout: Duration, shutdown: CancellationToken) {
+async fn expire_sessions(engine: Arc<Engine>, idle_timeout: Duration, shutdown: CancellationToken) {
     let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
-        if let Some(limits) = &proxy.rate_limits {
+        if let Some(limits) = &engine.rate_limits {
             limits.retain_recent();
         }
-        let expired = proxy.sessions.expired_ids();
+        let expired = engine.sessions.expired_ids();
         for id in &expired {
-            if proxy.end_session(id) {
-                proxy.metrics.downstream_sessions_expired.inc();
+            if engine.end_session(id) {
+                engine.metrics.downstream_sessions_expired.inc();
             }
         }
         if !expired.is_empty() {

@@ -261,7 +261,7 @@ async fn server_request_of_a_legacy_upstream_reaches_a_modern_client_as_input_re
     let answered = r#"berth_proxy_bridged_server_requests_total{direction="to_modern_client",result="answered"}"#;
     assert_eq!(sample(&metrics, asked), 1.0, "{metrics}");
     assert_eq!(sample(&metrics, answered), 1.0, "{metrics}");
-    assert_eq!(proxy.proxy.parked.len(), 0, "nothing left parked");
+    assert_eq!(proxy.engine.parked.len(), 0, "nothing left parked");
     proxy.shutdown().await;
 }
 

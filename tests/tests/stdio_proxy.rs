@@ -253,7 +253,8 @@ async fn br_07_shared_child_exit_drops_the_child_gauge_to_0_and_respawns_with_ba
     wait_ready(&proxy, Duration::from_secs(20)).await;
     let url = mcp_url(&proxy);
     let session = open_session(&url).await;
-    let children = || async { sample(&proxy.proxy.metrics.render(), "berth_proxy_stdio_children") };
+    let children =
+        || async { sample(&proxy.engine.metrics.render(), "berth_proxy_stdio_children") };
     assert_eq!(children().await, 1.0);
     let ok = post_raw(
         &url,
@@ -326,7 +327,7 @@ async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
     // Children whose stdout closed are stopped and reaped, and after 3 quick failures in a row
     // the proxy gives up (the binary then exits non-zero).
     within("the proxy to give up", Duration::from_secs(15), || async {
-        proxy.proxy.upstream.gave_up()
+        proxy.engine.upstream.gave_up()
     })
     .await;
     within("children to be reaped", Duration::from_secs(5), || async {
@@ -334,7 +335,7 @@ async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
     })
     .await;
     // Python exits 120 when it cannot flush the stdout it closed; any exit code counts.
-    let metrics = proxy.proxy.metrics.render();
+    let metrics = proxy.engine.metrics.render();
     let stopped: f64 = metrics
         .lines()
         .filter(|l| l.starts_with(r#"berth_proxy_stdio_child_exits_total{cause="stopped""#))
@@ -466,10 +467,10 @@ async fn br_13_b_and_br_34_child_exiting_at_start_fails_fast_backs_off_and_gives
         "secret-like value redacted: {last}"
     );
     within("the proxy to give up", Duration::from_secs(15), || async {
-        proxy.proxy.upstream.gave_up()
+        proxy.engine.upstream.gave_up()
     })
     .await;
-    let metrics = proxy.proxy.metrics.render();
+    let metrics = proxy.engine.metrics.render();
     assert!(
         sample(&metrics, "berth_proxy_stdio_restarts_total") >= 3.0,
         "{metrics}"
@@ -696,7 +697,7 @@ async fn stdio_missing_program_is_a_clear_error_and_a_metric_not_a_crash() {
             .contains("/nonexistent/berth-test-server"),
         "{status}"
     );
-    assert!(!proxy.proxy.upstream.gave_up(), "0 never gives up");
+    assert!(!proxy.engine.upstream.gave_up(), "0 never gives up");
     proxy.shutdown().await;
 }
 

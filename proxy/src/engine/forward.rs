@@ -28,7 +28,7 @@ use tracing::{Instrument as _, Span};
 use crate::access::auth::Principal;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
-use crate::engine::state::Proxy;
+use crate::engine::state::Engine;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
 use crate::transport::upstream::era::UpstreamEra;
@@ -78,7 +78,7 @@ impl refusal::Catalogue for crate::transport::upstream::Upstream {
 /// and its server-to-client requests refused upstream at once (the client has no stream to
 /// receive them on).
 pub async fn request(
-    proxy: Arc<Proxy>,
+    engine: Arc<Engine>,
     session: Arc<DownstreamSession>,
     id: Value,
     method: String,
@@ -88,7 +88,7 @@ pub async fn request(
 ) -> Answer {
     let started = Instant::now();
     let era = session.era();
-    let deadline = tokio::time::Instant::now() + proxy.call_budget;
+    let deadline = tokio::time::Instant::now() + engine.call_budget;
     // The server span the front opened for this request.
     let span = if crate::observe::telemetry::enabled() {
         Span::current()
@@ -100,12 +100,12 @@ pub async fn request(
     let tool = (method == "tools/call")
         .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
         .flatten();
-    let facts = (method == "tools/call" && proxy.auditor.is_on()).then(|| {
+    let facts = (method == "tools/call" && engine.auditor.is_on()).then(|| {
         let session_id = (!session.is_modern()).then(|| session.id());
         CallFacts::of(session_id, &id, caller.clone(), &body)
     });
     let ending = Ending {
-        proxy: &proxy,
+        engine: &engine,
         method: &method,
         tool: tool.as_deref(),
         started,
@@ -143,17 +143,17 @@ pub async fn request(
             caller,
             facts,
         };
-        return resume_parked(&proxy, session, retry, &state).await;
+        return resume_parked(&engine, session, retry, &state).await;
     }
     let upstream = match session.dedicated() {
         Some(dedicated) => Some(dedicated.current()),
-        None => proxy.upstream.session(proxy.connect_budget).await,
+        None => engine.upstream.session(engine.connect_budget).await,
     };
     let Some(upstream) = upstream else {
         session.finish(&id);
         // No upstream session: this downstream session cannot be served; end it so the client
         // starts over instead of collecting errors on a half-alive session (field case BR-04).
-        proxy.end_session(session.id());
+        engine.end_session(session.id());
         let refusal = Refusal::new(
             Outcome::UpstreamUnavailable,
             jsonrpc::UPSTREAM_UNAVAILABLE,
@@ -164,13 +164,13 @@ pub async fn request(
     };
     if let Some(tool) = &tool {
         // PerCall policy: list over the same session first.
-        proxy.upstream.probe_before_call(&upstream).await;
+        engine.upstream.probe_before_call(&upstream).await;
         let rules = refusal::ToolRules {
-            grants: proxy.tool_grants.as_ref(),
-            rate_limits: proxy.rate_limits.as_ref(),
+            grants: engine.tool_grants.as_ref(),
+            rate_limits: engine.rate_limits.as_ref(),
         };
         let checked = refusal::tool_rules(
-            proxy.upstream.as_ref(),
+            engine.upstream.as_ref(),
             &rules,
             tool,
             caller.as_deref(),
@@ -197,7 +197,7 @@ pub async fn request(
         };
     }
     if let Some(answer) = crate::client::subscriptions::local_answer(
-        &proxy.subscriptions,
+        &engine.subscriptions,
         &session,
         &upstream,
         &id,
@@ -212,7 +212,7 @@ pub async fn request(
     let retry_body =
         input_required::retry_body(&method, upstream.era(), session.is_modern(), &body);
     let call = Call {
-        proxy: Arc::clone(&proxy),
+        engine: Arc::clone(&engine),
         session,
         upstream,
         downstream_id: id,
@@ -281,7 +281,7 @@ async fn exchange(
                 let reinitialize = spans::step(spans::Step::Reinitialize);
                 match recover(&call, deadline).instrument(reinitialize).await {
                     Some(next) => {
-                        call.proxy.metrics.replays.inc();
+                        call.engine.metrics.replays.inc();
                         call.upstream = next;
                         continue;
                     }
@@ -347,7 +347,7 @@ struct Retry {
 /// retry from there. A state unknown here (expired, used, minted elsewhere) or minted for
 /// another request is refused with -32602, outcome `rejected`.
 async fn resume_parked(
-    proxy: &Arc<Proxy>,
+    engine: &Arc<Engine>,
     session: Arc<DownstreamSession>,
     retry: Retry,
     state: &str,
@@ -355,7 +355,7 @@ async fn resume_parked(
     let refuse = |message: &str| {
         session.finish(&retry.id);
         let ending = Ending {
-            proxy,
+            engine,
             method: &retry.method,
             tool: retry.tool.as_deref(),
             started: retry.started,
@@ -373,7 +373,7 @@ async fn resume_parked(
         )
     };
     let owner = retry.caller.as_deref().map(Principal::identity);
-    let Some(call) = proxy.parked.take(state, owner.as_deref()) else {
+    let Some(call) = engine.parked.take(state, owner.as_deref()) else {
         return refuse(
             "requestState is unknown or expired: a call waiting for input is kept once, for timeouts.call, by the proxy replica that asked",
         );
@@ -446,22 +446,22 @@ async fn relay_reply(
 /// Either way one attempt per loss, shared by every caller that saw it; its failure ends the
 /// wait at once (issue 12 item 1).
 async fn recover(call: &Call, deadline: tokio::time::Instant) -> Option<Arc<UpstreamSession>> {
-    let proxy = &call.proxy;
+    let engine = &call.engine;
     match call.session.dedicated() {
         Some(dedicated) => {
             let deliver = crate::engine::fanout::to_client(
                 Arc::downgrade(&call.session),
-                Arc::clone(&proxy.metrics),
+                Arc::clone(&engine.metrics),
             );
             dedicated
-                .recover(&call.upstream, &proxy.metrics, deliver)
+                .recover(&call.upstream, &engine.metrics, deliver)
                 .await
         }
         None => {
-            proxy.upstream.report_lost(&call.upstream, "not_found");
+            engine.upstream.report_lost(&call.upstream, "not_found");
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let budget = remaining.min(proxy.connect_budget);
-            proxy.upstream.recover(&call.upstream, budget).await
+            let budget = remaining.min(engine.connect_budget);
+            engine.upstream.recover(&call.upstream, budget).await
         }
     }
 }

@@ -13,6 +13,7 @@ mod client_response;
 mod origin;
 mod refusal;
 mod session;
+mod state;
 
 pub(crate) mod era;
 mod initialize;
@@ -35,7 +36,6 @@ use crate::access::auth::Principal;
 use crate::client::sessions::DownstreamSession;
 use crate::client::sessions::events::StreamKind;
 use crate::engine::forward;
-use crate::engine::state::Proxy;
 use crate::observe::telemetry;
 use crate::wire::answer::Answer;
 use crate::wire::headers::SESSION_HEADER;
@@ -44,9 +44,10 @@ use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 pub use body::MAX_BODY_BYTES;
 use refusal::{refused, unknown_session};
 use session::live_session;
+pub use state::Front;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
-pub fn router(proxy: Arc<Proxy>) -> Router {
+pub fn router(proxy: Arc<Front>) -> Router {
     Router::new()
         .route(
             berth_crds::MCP_PATH,
@@ -68,7 +69,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
 /// client authentication ([`auth`]). One layer for both: each `from_fn` layer clones and boxes
 /// the routes it wraps on every request (issue 14).
 async fn admit(
-    State(proxy): State<Arc<Proxy>>,
+    State(proxy): State<Arc<Front>>,
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
@@ -93,12 +94,14 @@ async fn head_not_allowed() -> Response {
 /// with a JSON-RPC error (no id),
 /// since MCP 2026-07-28 has neither a standalone stream nor sessions to end ("Earlier Streamable
 /// HTTP Revisions").
-fn modern_without_body(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
-    let live = session_header(headers).is_some_and(|id| proxy.sessions.get_quiet(id).is_some());
+fn modern_without_body(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
+    let live =
+        session_header(headers).is_some_and(|id| proxy.engine.sessions.get_quiet(id).is_some());
     if live || !era::is_modern_without_body(headers) {
         return None;
     }
     proxy
+        .engine
         .metrics
         .invalid_messages
         .with_label_values(&["modern_method"])
@@ -123,7 +126,7 @@ fn session_header(headers: &HeaderMap) -> Option<&str> {
 
 /// The `Mcp-Session-Id` a `GET` or `DELETE` names, or its refusal: a modern-era request
 /// without a body (`modern_without_body`), or 400 when the header is missing.
-fn bodiless_session<'h>(proxy: &Proxy, headers: &'h HeaderMap) -> Result<&'h str, Box<Response>> {
+fn bodiless_session<'h>(proxy: &Front, headers: &'h HeaderMap) -> Result<&'h str, Box<Response>> {
     if let Some(refusal) = modern_without_body(proxy, headers) {
         return Err(Box::new(refusal));
     }
@@ -139,14 +142,14 @@ fn bodiless_session<'h>(proxy: &Proxy, headers: &'h HeaderMap) -> Result<&'h str
     })
 }
 
-async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+async fn handle_post(State(proxy): State<Arc<Front>>, request: Request) -> Response {
     // The caller `auth::require_auth` found in the access token, if OAuth is on.
     let caller = request
         .extensions()
         .get::<Principal>()
         .cloned()
         .map(Arc::new);
-    match body::read(&proxy.metrics, request).await {
+    match body::read(&proxy.engine.metrics, request).await {
         Ok((headers, body)) => client_message(&proxy, &headers, &body, caller)
             .await
             .into_response(),
@@ -156,7 +159,7 @@ async fn handle_post(State(proxy): State<Arc<Proxy>>, request: Request) -> Respo
 
 /// One client message, its body read whole ([`body::read`]).
 async fn client_message(
-    proxy: &Arc<Proxy>,
+    proxy: &Arc<Front>,
     headers: &HeaderMap,
     body: &Bytes,
     caller: Option<Arc<Principal>>,
@@ -168,7 +171,7 @@ async fn client_message(
         Ok(value) => value,
         Err(_) => {
             return refused(
-                &proxy.metrics,
+                &proxy.engine.metrics,
                 "parse",
                 StatusCode::BAD_REQUEST,
                 &Value::Null,
@@ -193,7 +196,7 @@ async fn client_message(
 
 /// One client message that is a JSON-RPC request, notification or response.
 async fn classified(
-    proxy: &Arc<Proxy>,
+    proxy: &Arc<Front>,
     headers: &HeaderMap,
     message: Message,
     caller: Option<Arc<Principal>>,
@@ -202,7 +205,7 @@ async fn classified(
     let header = session_header(headers);
     // A `tools/call` refused here still gets its audit event (outcome `rejected`).
     let audited = |answer: Answer| {
-        proxy.auditor.refused_tool_call(
+        proxy.engine.auditor.refused_tool_call(
             message.body(),
             header,
             caller.as_ref(),
@@ -220,7 +223,7 @@ async fn classified(
             _ => Value::Null,
         };
         return audited(refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             &id,
@@ -248,7 +251,7 @@ async fn classified(
     };
     if header.is_none() {
         return audited(refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "missing_session",
             StatusCode::BAD_REQUEST,
             &request_id,
@@ -260,13 +263,13 @@ async fn classified(
         return audited(answer);
     }
     let Some(session) = live else {
-        return audited(unknown_session(&proxy.metrics, &request_id));
+        return audited(unknown_session(&proxy.engine.metrics, &request_id));
     };
     match message {
         Message::Request { id, method, body } => {
             let json_only = !accepts_sse(headers);
             let answer = forward::request(
-                Arc::clone(proxy),
+                Arc::clone(&proxy.engine),
                 Arc::clone(&session),
                 id,
                 method,
@@ -290,7 +293,7 @@ async fn classified(
 /// The POST must carry JSON (`Content-Type: application/json`) and accept JSON or SSE replies
 /// (MCP 2025-06-18, "Sending Messages to the Server"). Absent headers are tolerated; wrong ones get
 /// 415 or 406 with a JSON-RPC error.
-fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
+fn bad_headers(proxy: &Front, headers: &HeaderMap) -> Option<Answer> {
     let value = |name| {
         headers
             .get(name)
@@ -325,7 +328,7 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        &proxy.metrics,
+        &proxy.engine.metrics,
         reason,
         status,
         &Value::Null,
@@ -339,15 +342,15 @@ fn bad_headers(proxy: &Proxy, headers: &HeaderMap) -> Option<Answer> {
 /// supervisor checks the upstream at once (MCP 2025-06-18, "Sending Messages to the Server": a
 /// server that cannot accept the input answers with an HTTP error status).
 fn notification_failed(
-    proxy: &Proxy,
+    proxy: &Front,
     session: &DownstreamSession,
     method: &str,
     error: &str,
 ) -> Answer {
     tracing::warn!(mcp.session_id = session.id(), mcp.method = method, %error, "failed to forward notification upstream");
-    proxy.metrics.client_notifications_failed.inc();
+    proxy.engine.metrics.client_notifications_failed.inc();
     if session.dedicated().is_none() {
-        proxy.upstream.check_reachable();
+        proxy.engine.upstream.check_reachable();
     }
     Answer::error_with_data(
         StatusCode::BAD_GATEWAY,
@@ -360,9 +363,10 @@ fn notification_failed(
 
 /// 400 (-32022, counted as `protocol_version`) when the request's `MCP-Protocol-Version` names
 /// a revision the proxy does not serve ([`era::unsupported_header`]).
-fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option<Answer> {
+fn unsupported_version(proxy: &Front, headers: &HeaderMap, id: &Value) -> Option<Answer> {
     let version = era::unsupported_header(headers)?;
     proxy
+        .engine
         .metrics
         .invalid_messages
         .with_label_values(&["protocol_version"])
@@ -373,7 +377,7 @@ fn unsupported_version(proxy: &Proxy, headers: &HeaderMap, id: &Value) -> Option
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
 /// `protocolVersion`. Anything else is refused with -32602 before it reaches the upstream, so a
 /// client's mistake is never counted as an upstream failure.
-fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
+fn bad_params(proxy: &Front, message: &Message) -> Option<Answer> {
     let (Message::Request { body, .. } | Message::Notification { body, .. }) = message else {
         return None;
     };
@@ -391,7 +395,7 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
         return None;
     };
     Some(refused(
-        &proxy.metrics,
+        &proxy.engine.metrics,
         "params",
         StatusCode::BAD_REQUEST,
         &id,
@@ -400,13 +404,13 @@ fn bad_params(proxy: &Proxy, message: &Message) -> Option<Answer> {
     ))
 }
 
-fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
+fn refuse(proxy: &Front, invalid: &Invalid) -> Answer {
     let (reason, id) = match invalid {
         Invalid::Batch => ("batch", Value::Null),
         Invalid::Shape { id, .. } => ("shape", id.clone().unwrap_or(Value::Null)),
     };
     refused(
-        &proxy.metrics,
+        &proxy.engine.metrics,
         reason,
         StatusCode::BAD_REQUEST,
         &id,
@@ -418,7 +422,7 @@ fn refuse(proxy: &Proxy, invalid: &Invalid) -> Answer {
 /// Client notifications: `initialized` is absorbed (the upstream session is already
 /// initialized), `cancelled` is mapped to the upstream request id, others go upstream as sent.
 async fn notification(
-    proxy: &Proxy,
+    proxy: &Front,
     session: &DownstreamSession,
     method: &str,
     body: jsonrpc::WireMessage,
@@ -440,7 +444,7 @@ async fn notification(
         // `notifications/*`): forwarding it would skip the tool policy, drift checks and
         // outcome accounting, and an upstream may crash on it. Refused; nothing is forwarded.
         _ if !method.starts_with("notifications/") => refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "request_without_id",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -452,7 +456,13 @@ async fn notification(
         _ => {
             let upstream = match session.dedicated() {
                 Some(dedicated) => Some(dedicated.current()),
-                None => proxy.upstream.session(proxy.connect_budget).await,
+                None => {
+                    proxy
+                        .engine
+                        .upstream
+                        .session(proxy.engine.connect_budget)
+                        .await
+                }
             };
             let sent = match upstream {
                 Some(upstream) => upstream
@@ -471,7 +481,7 @@ async fn notification(
 }
 
 async fn handle_get(
-    State(proxy): State<Arc<Proxy>>,
+    State(proxy): State<Arc<Front>>,
     caller: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
@@ -483,12 +493,13 @@ async fn handle_get(
         return answer.into_response();
     }
     let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
-        return unknown_session(&proxy.metrics, &Value::Null).into_response();
+        return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
     };
     if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
         match session.resume(last_event_id) {
             Ok(events) => {
                 proxy
+                    .engine
                     .metrics
                     .stream_resumptions
                     .with_label_values(&["replayed"])
@@ -498,6 +509,7 @@ async fn handle_get(
             Err(why) => {
                 // The client gets the standalone stream, as from a server that does not replay.
                 proxy
+                    .engine
                     .metrics
                     .stream_resumptions
                     .with_label_values(&[why.as_label()])
@@ -516,6 +528,7 @@ async fn handle_get(
     // `berth_proxy_standalone_streams_total`, issue 12, item 5). Shutdown ends it too.
     let (rx, opened) = session.open_standalone();
     proxy
+        .engine
         .metrics
         .standalone_streams
         .with_label_values(&[opened.as_label()])
@@ -531,7 +544,7 @@ async fn handle_get(
 
 /// A GET's SSE stream, which ends when the proxy stops serving (its pump keeps what follows).
 fn stream_until_shutdown(
-    proxy: &Proxy,
+    proxy: &Front,
     events: tokio::sync::mpsc::Receiver<crate::wire::answer::StreamEvent>,
 ) -> Response {
     let shutdown = proxy.shutdown.clone();
@@ -542,7 +555,7 @@ fn stream_until_shutdown(
 }
 
 async fn handle_delete(
-    State(proxy): State<Arc<Proxy>>,
+    State(proxy): State<Arc<Front>>,
     caller: Option<Extension<Principal>>,
     headers: HeaderMap,
 ) -> Response {
@@ -552,17 +565,18 @@ async fn handle_delete(
     };
     // Another identity's session is not this caller's to end: unknown to it.
     if proxy
+        .engine
         .sessions
         .get_quiet(header)
         .is_some_and(|session| !session.admits(caller.as_deref()))
     {
-        return unknown_session(&proxy.metrics, &Value::Null).into_response();
+        return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
     }
     // A signed id from another replica is ended here too, so it is not adopted later.
     let _ = live_session(&proxy, header, caller.as_deref());
-    if proxy.end_session(header) {
+    if proxy.engine.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {
-        unknown_session(&proxy.metrics, &Value::Null).into_response()
+        unknown_session(&proxy.engine.metrics, &Value::Null).into_response()
     }
 }

@@ -15,7 +15,7 @@ use tracing::Span;
 use crate::access::auth::Principal;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
-use crate::engine::state::Proxy;
+use crate::engine::state::Engine;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
 use crate::transport::upstream::control::send_cancelled;
@@ -28,7 +28,7 @@ use crate::wire::outcome::Outcome;
 
 /// One request in flight: ends in exactly one outcome, recorded once.
 pub(super) struct Call {
-    pub(super) proxy: Arc<Proxy>,
+    pub(super) engine: Arc<Engine>,
     pub(super) session: Arc<DownstreamSession>,
     pub(super) upstream: Arc<UpstreamSession>,
     pub(super) downstream_id: Value,
@@ -87,7 +87,7 @@ impl Call {
     /// How this call's end is recorded, as a request of `era`.
     pub(super) fn ending(&self, era: Era) -> Ending<'_> {
         Ending {
-            proxy: &self.proxy,
+            engine: &self.engine,
             method: &self.method,
             tool: self.tool.as_deref(),
             started: self.started,
@@ -116,8 +116,8 @@ impl Call {
     /// of a result, made only when a tool is hidden).
     pub(super) fn finalize(&self, message: WireMessage) -> WireMessage {
         let mut message = self.restore(message);
-        let policy = &self.proxy.tools_policy;
-        let grants = self.proxy.tool_grants.as_ref();
+        let policy = &self.engine.tools_policy;
+        let grants = self.engine.tool_grants.as_ref();
         let caller = self.caller.as_deref();
         let shown = |tool: &Value| {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -187,7 +187,7 @@ impl Drop for Call {
 /// `berth_proxy_tool_calls_total` sample and, for a `tools/call`, its audit line
 /// ([`crate::client::audit`]).
 pub(crate) struct Ending<'a> {
-    pub(super) proxy: &'a Proxy,
+    pub(super) engine: &'a Engine,
     pub(super) method: &'a str,
     pub(super) tool: Option<&'a str>,
     pub(super) started: Instant,
@@ -200,11 +200,11 @@ impl Ending<'_> {
     /// Records `outcome`, timed from receipt.
     pub(crate) fn record(&self, outcome: Outcome) {
         let elapsed = self.started.elapsed();
-        self.proxy
+        self.engine
             .metrics
             .record(self.method, self.tool, outcome, elapsed, self.era);
         if let Some(facts) = self.facts {
-            self.proxy.auditor.tool_call(facts, outcome, elapsed);
+            self.engine.auditor.tool_call(facts, outcome, elapsed);
         }
         spans::record_outcome(self.span, outcome);
     }
@@ -257,7 +257,7 @@ pub(super) fn timeout_answer(call: Call) -> Answer {
         &call.downstream_id,
         jsonrpc::REQUEST_TIMEOUT,
         "request timed out at the berth proxy",
-        json!({ "outcome": Outcome::Timeout.as_label(), "timeoutMs": call.proxy.call_budget.as_millis() as u64 }),
+        json!({ "outcome": Outcome::Timeout.as_label(), "timeoutMs": call.engine.call_budget.as_millis() as u64 }),
     );
     call.finish(Outcome::Timeout);
     answer
@@ -279,9 +279,9 @@ pub(super) fn session_lost(call: Call) -> Answer {
 /// ends, and the call is answered `SESSION_LOST` with `message`.
 fn end_lost(call: Call, reason: &'static str, message: &str) -> Answer {
     if call.session.dedicated().is_none() {
-        call.proxy.upstream.report_lost(&call.upstream, reason);
+        call.engine.upstream.report_lost(&call.upstream, reason);
     }
-    call.proxy.end_session(call.session.id());
+    call.engine.end_session(call.session.id());
     let answer = call.error(jsonrpc::SESSION_LOST, message, Outcome::SessionLost);
     call.finish(Outcome::SessionLost);
     answer
@@ -353,7 +353,7 @@ pub(super) fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
         // The connection failed or broke mid-reply (a reset SSE stream is `Malformed`): the
         // upstream may be gone. The supervisor pings it at once, so readiness drops now rather
         // than at the next liveness interval.
-        call.proxy.upstream.check_reachable();
+        call.engine.upstream.check_reachable();
     }
     let message = match error {
         // Sizes only: no upstream internals reach the client.

@@ -130,7 +130,7 @@ pub async fn round(
         if tx.send(message.into()).await.is_err() {
             return Err(Stop::Cancelled);
         }
-        call.proxy
+        call.engine
             .metrics
             .bridged_server_requests
             .with_label_values(&[DIRECTION, "asked"])
@@ -150,7 +150,7 @@ pub async fn round(
             Err(stop) => {
                 // Not answered: the registration goes, so a late answer is refused as unknown.
                 let _ = call.session.take_server_request(&json!(id));
-                call.proxy
+                call.engine
                     .metrics
                     .bridged_server_requests
                     .with_label_values(&[DIRECTION, "unanswered"])
@@ -158,7 +158,7 @@ pub async fn round(
                 return Err(stop);
             }
         };
-        call.proxy
+        call.engine
             .metrics
             .bridged_server_requests
             .with_label_values(&[DIRECTION, "answered"])
@@ -181,7 +181,7 @@ pub async fn round(
 }
 
 fn refused(call: &Call, why: String) -> Stop {
-    call.proxy
+    call.engine
         .metrics
         .bridged_server_requests
         .with_label_values(&[DIRECTION, "refused"])

@@ -33,8 +33,8 @@ pub(super) async fn run(
     mut deadline: tokio::time::Instant,
     mut cancelled: CancellationToken,
 ) {
-    let budget = call.proxy.call_budget;
-    let cap = call.proxy.max_call.map(|max| deadline - budget + max);
+    let budget = call.engine.call_budget;
+    let cap = call.engine.max_call.map(|max| deadline - budget + max);
     // Once the reply stream ended without the response, only the standalone stream can still
     // bring it (issue 12, item 3), until the deadline.
     let mut ended = false;
@@ -113,7 +113,7 @@ pub(super) async fn run(
                     deadline = (tokio::time::Instant::now() + budget).min(cap);
                 }
                 if call.json_only {
-                    call.proxy.metrics.server_messages_dropped.inc();
+                    call.engine.metrics.server_messages_dropped.inc();
                     None
                 } else {
                     Some(call.restore(message))
@@ -123,7 +123,7 @@ pub(super) async fn run(
                 server_request::refuse(
                     &call.upstream,
                     id,
-                    &call.proxy.metrics,
+                    &call.engine.metrics,
                     "the client accepts only JSON responses, so it cannot receive requests",
                 );
                 None
@@ -189,7 +189,7 @@ fn server_request(
     upstream_id: Value,
     method: &str,
 ) -> Option<WireMessage> {
-    let metrics = &call.proxy.metrics;
+    let metrics = &call.engine.metrics;
     let message = server_request::register(
         &call.session,
         &call.upstream,

@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::access::auth::bearer::bearer_token;
 use crate::access::auth::{DownstreamAuth, Principal, Rejection, ResourceServer};
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 use crate::wire::jsonrpc;
 
 /// Seconds a client is told to wait when the authorization server's keys are unavailable.
@@ -42,7 +42,7 @@ const UNAVAILABLE_RETRY_SECS: u32 = 5;
 /// Middleware: lets the request through when the proxy needs no authentication or the client
 /// is authenticated; the OAuth caller's [`Principal`] is added to the request's extensions.
 pub async fn require_auth(
-    State(proxy): State<Arc<Proxy>>,
+    State(proxy): State<Arc<Front>>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -74,11 +74,13 @@ pub async fn require_auth(
         return next.run(request).await;
     };
     proxy
+        .engine
         .metrics
         .invalid_messages
         .with_label_values(&[reason])
         .inc();
     proxy
+        .engine
         .auditor
         .refused_request(reason, None, received.elapsed());
     response
@@ -175,7 +177,7 @@ fn refusal(status: StatusCode, message: &str, challenge: String) -> Response {
 
 /// The protected resource metadata routes (RFC 9728 section 3.1): the root form and the
 /// path-suffixed form of the configured audience, plus the `/mcp` suffix; empty without OAuth.
-pub fn metadata_router(proxy: &Arc<Proxy>) -> Router<Arc<Proxy>> {
+pub fn metadata_router(proxy: &Arc<Front>) -> Router<Arc<Front>> {
     let Some(DownstreamAuth::OAuth(server)) = &proxy.downstream_auth else {
         return Router::new();
     };

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::refusal::refused;
 use crate::client::sessions::{DownstreamSession, ServerRequest};
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
@@ -27,7 +27,7 @@ use crate::wire::jsonrpc;
 /// Cancellation safety: dropping the future after the pending request was taken loses the
 /// answer (the upstream's request then runs into its own timeout).
 pub(super) async fn relay(
-    proxy: &Proxy,
+    proxy: &Front,
     session: &DownstreamSession,
     id: &Value,
     mut body: jsonrpc::WireMessage,
@@ -35,7 +35,7 @@ pub(super) async fn relay(
     if let Some(problem) = malformed(id, &body) {
         let id = if usable_id(id) { id } else { &Value::Null };
         return refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "shape",
             StatusCode::BAD_REQUEST,
             id,
@@ -45,7 +45,7 @@ pub(super) async fn relay(
     }
     let Some(pending) = session.take_server_request(id) else {
         return refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "unexpected_response",
             StatusCode::BAD_REQUEST,
             id,
@@ -65,7 +65,7 @@ pub(super) async fn relay(
         }
     };
     body.set_id(&upstream_id);
-    let sent = tokio::time::timeout(proxy.connect_budget, upstream.send(&body)).await;
+    let sent = tokio::time::timeout(proxy.engine.connect_budget, upstream.send(&body)).await;
     if !matches!(sent, Ok(Ok(_))) {
         tracing::warn!(
             mcp.session_id = session.id(),

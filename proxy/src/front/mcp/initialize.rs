@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::refusal::refused;
 use crate::client::per_client::Dedicated;
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 use crate::transport::upstream::Unavailable;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
@@ -25,7 +25,7 @@ use crate::wire::revision::HANDSHAKE_VERSIONS;
 /// session gets 404. Otherwise a new downstream session is created and announced in
 /// `Mcp-Session-Id`.
 pub async fn handle(
-    proxy: &Proxy,
+    proxy: &Front,
     header: Option<&str>,
     id: &Value,
     body: &Value,
@@ -34,7 +34,7 @@ pub async fn handle(
     if let Some(header) = header {
         if super::session::live_session(proxy, header, caller).is_some() {
             return refused(
-                &proxy.metrics,
+                &proxy.engine.metrics,
                 "reinitialize",
                 StatusCode::BAD_REQUEST,
                 id,
@@ -42,7 +42,7 @@ pub async fn handle(
                 "session is already initialized; send initialize without Mcp-Session-Id to start a new session",
             );
         }
-        return super::refusal::unknown_session(&proxy.metrics, id);
+        return super::refusal::unknown_session(&proxy.engine.metrics, id);
     }
     let params = body.get("params").cloned().unwrap_or_else(|| json!({}));
     let requested = params
@@ -56,7 +56,12 @@ pub async fn handle(
         .unwrap_or_else(|| json!({}));
     let started = std::time::Instant::now();
     let (upstream, dedicated) = match proxy.strategy {
-        SessionStrategy::Shared => match proxy.upstream.try_session(proxy.connect_budget).await {
+        SessionStrategy::Shared => match proxy
+            .engine
+            .upstream
+            .try_session(proxy.engine.connect_budget)
+            .await
+        {
             Ok(upstream) => (upstream, None),
             Err(why) => return unavailable(id, why == Unavailable::TimedOut),
         },
@@ -65,9 +70,11 @@ pub async fn handle(
                 return session_limit(proxy, id);
             }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
-            match Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget).await {
+            match Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget).await
+            {
                 Ok(dedicated) => {
                     proxy
+                        .engine
                         .metrics
                         .upstream_initializations
                         .with_label_values(&["ok"])
@@ -76,6 +83,7 @@ pub async fn handle(
                 }
                 Err(error) => {
                     proxy
+                        .engine
                         .metrics
                         .upstream_initializations
                         .with_label_values(&["error"])
@@ -85,7 +93,7 @@ pub async fn handle(
                         // A stdio host at its --max-children: a limit, like maxSessions.
                         return session_limit(proxy, id);
                     }
-                    return unavailable(id, started.elapsed() >= proxy.connect_budget);
+                    return unavailable(id, started.elapsed() >= proxy.engine.connect_budget);
                 }
             }
         }
@@ -97,6 +105,7 @@ pub async fn handle(
         crate::wire::tasks::hide_capability(&mut result);
     }
     let session = proxy
+        .engine
         .sessions
         .create(version, client_capabilities, dedicated, caller);
     if let Some(info) = client_info {
@@ -105,13 +114,14 @@ pub async fn handle(
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(crate::engine::fanout::to_client(
             Arc::downgrade(&session),
-            Arc::clone(&proxy.metrics),
+            Arc::clone(&proxy.engine.metrics),
         ));
     }
     proxy
+        .engine
         .metrics
         .downstream_sessions
-        .set(proxy.sessions.len() as i64);
+        .set(proxy.engine.sessions.len() as i64);
     tracing::info!(
         mcp.session_id = session.id(),
         protocol_version = version,
@@ -154,13 +164,15 @@ fn negotiate<'a>(requested: Option<&'a str>, upstream: &'a str) -> &'a str {
 /// to make room (counted in `berth_proxy_downstream_sessions_evicted_total`). Most clients
 /// never DELETE their session; without this, a cap reached by abandoned sessions refused every
 /// new client for the whole idle timeout (issue 13). `false`: every session is busy.
-pub(super) fn make_room(proxy: &Proxy) -> bool {
-    while proxy.sessions.len() + proxy.sessions.request_scoped_len() >= proxy.max_sessions {
-        let Some(id) = proxy.sessions.least_recently_active_idle() else {
+pub(super) fn make_room(proxy: &Front) -> bool {
+    while proxy.engine.sessions.len() + proxy.engine.sessions.request_scoped_len()
+        >= proxy.max_sessions
+    {
+        let Some(id) = proxy.engine.sessions.least_recently_active_idle() else {
             return false;
         };
-        if proxy.end_session(&id) {
-            proxy.metrics.downstream_sessions_evicted.inc();
+        if proxy.engine.end_session(&id) {
+            proxy.engine.metrics.downstream_sessions_evicted.inc();
             tracing::info!(
                 mcp.session_id = %id,
                 max_sessions = proxy.max_sessions,
@@ -173,8 +185,8 @@ pub(super) fn make_room(proxy: &Proxy) -> bool {
 
 /// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
 /// host at its `--max-children`): 503, -32014, outcome `rejected`.
-pub(super) fn session_limit(proxy: &Proxy, id: &Value) -> Answer {
-    proxy.metrics.record(
+pub(super) fn session_limit(proxy: &Front, id: &Value) -> Answer {
+    proxy.engine.metrics.record(
         "initialize",
         None,
         Outcome::Rejected,

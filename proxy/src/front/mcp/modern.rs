@@ -24,8 +24,8 @@ use super::refusal::refused;
 use crate::access::auth::Principal;
 use crate::client::per_client::Dedicated;
 use crate::client::sessions::DownstreamSession;
-use crate::engine::state::Proxy;
 use crate::front::mcp::era::{self, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL};
+use crate::front::mcp::state::Front;
 use crate::transport::upstream::session::REQUESTED_VERSION;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, Message, WireMessage};
@@ -43,7 +43,7 @@ const REMOVED_METHODS: [&str; 5] = [
 
 /// One modern client message (its body already classified and checked for duplicate members).
 pub async fn handle(
-    proxy: &Arc<Proxy>,
+    proxy: &Arc<Front>,
     headers: &HeaderMap,
     message: Message,
     caller: Option<Arc<Principal>>,
@@ -55,6 +55,7 @@ pub async fn handle(
     let received = std::time::Instant::now();
     let audited = |answer: Answer, body: &Value| {
         proxy
+            .engine
             .auditor
             .refused_tool_call(body, None, caller.as_ref(), received.elapsed());
         answer
@@ -63,6 +64,7 @@ pub async fn handle(
         Ok(version) => version,
         Err(refusal) => {
             proxy
+                .engine
                 .metrics
                 .invalid_messages
                 .with_label_values(&[refusal.reason()])
@@ -72,7 +74,7 @@ pub async fn handle(
     };
     let Message::Request { id, method, body } = message else {
         return refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "modern_message",
             StatusCode::BAD_REQUEST,
             &Value::Null,
@@ -82,7 +84,7 @@ pub async fn handle(
     };
     if REMOVED_METHODS.contains(&method.as_str()) {
         return refused(
-            &proxy.metrics,
+            &proxy.engine.metrics,
             "removed_method",
             StatusCode::NOT_FOUND,
             &id,
@@ -94,14 +96,19 @@ pub async fn handle(
     // call goes on to be refused without telling its parameters.
     if method == "tools/call"
         && let Some(tool) = body.at("/params/name").and_then(Value::as_str)
-        && proxy.upstream.exposes(tool)
-        && proxy.tool_grants.as_ref().is_none_or(|grants| {
-            grants.allows(caller.as_deref(), tool, proxy.upstream.is_read_only(tool))
+        && proxy.engine.upstream.exposes(tool)
+        && proxy.engine.tool_grants.as_ref().is_none_or(|grants| {
+            grants.allows(
+                caller.as_deref(),
+                tool,
+                proxy.engine.upstream.is_read_only(tool),
+            )
         })
         && let Err(refusal) =
-            headers::check_params(headers, &body, &proxy.upstream.param_headers(tool))
+            headers::check_params(headers, &body, &proxy.engine.upstream.param_headers(tool))
     {
         proxy
+            .engine
             .metrics
             .invalid_messages
             .with_label_values(&[refusal.reason()])
@@ -145,7 +152,7 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 }
 
 async fn serve(
-    proxy: &Arc<Proxy>,
+    proxy: &Arc<Front>,
     request: ModernRequest<'_>,
     caller: Option<Arc<Principal>>,
 ) -> Answer {
@@ -163,11 +170,19 @@ async fn serve(
         .cloned()
         .unwrap_or_default();
     let session = match proxy.strategy {
-        SessionStrategy::Shared => proxy.sessions.request_scoped(version, capabilities, None),
-        SessionStrategy::PerClient => match dedicated(proxy, &id, &meta).await {
-            Ok(dedicated) => proxy
+        SessionStrategy::Shared => {
+            proxy
+                .engine
                 .sessions
-                .request_scoped(version, capabilities, Some(dedicated)),
+                .request_scoped(version, capabilities, None)
+        }
+        SessionStrategy::PerClient => match dedicated(proxy, &id, &meta).await {
+            Ok(dedicated) => {
+                proxy
+                    .engine
+                    .sessions
+                    .request_scoped(version, capabilities, Some(dedicated))
+            }
             Err(answer) => return answer,
         },
     };
@@ -189,7 +204,7 @@ async fn serve(
     let server_info = server_info(proxy, &session);
     let wants_logs = meta.get(META_LOG_LEVEL).is_some();
     let answer = crate::engine::forward::request(
-        Arc::clone(proxy),
+        Arc::clone(&proxy.engine),
         Arc::clone(&session),
         id,
         method.clone(),
@@ -204,7 +219,7 @@ async fn serve(
 /// The `PerClient` upstream session for one modern request, opened with the client's
 /// capabilities and `clientInfo` (the revision is the proxy's: the upstream is legacy), capped
 /// with the other client sessions by `session.maxSessions`.
-async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated, Answer> {
+async fn dedicated(proxy: &Front, id: &Value, meta: &Value) -> Result<Dedicated, Answer> {
     if !super::initialize::make_room(proxy) {
         return Err(super::initialize::session_limit(proxy, id));
     }
@@ -215,7 +230,7 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
         "clientInfo": object(META_CLIENT_INFO)
             .unwrap_or_else(|| json!({"name": "berth-modern-client", "version": "0"})),
     });
-    Dedicated::open(proxy.endpoint.clone(), params, proxy.connect_budget)
+    Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget)
         .await
         .map_err(|error| {
             tracing::warn!(error = %crate::transport::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
@@ -229,31 +244,37 @@ async fn dedicated(proxy: &Proxy, id: &Value, meta: &Value) -> Result<Dedicated,
 /// The upstream session that serves `session`: its own (`PerClient`), or the shared one once
 /// the supervisor has it (within `timeouts.connect`).
 async fn serving_upstream(
-    proxy: &Proxy,
+    proxy: &Front,
     session: &DownstreamSession,
 ) -> Result<Arc<crate::transport::upstream::UpstreamSession>, crate::transport::upstream::Unavailable>
 {
     match session.dedicated() {
         Some(dedicated) => Ok(dedicated.current()),
-        None => proxy.upstream.try_session(proxy.connect_budget).await,
+        None => {
+            proxy
+                .engine
+                .upstream
+                .try_session(proxy.engine.connect_budget)
+                .await
+        }
     }
 }
 
 /// The upstream's `serverInfo`, from the handshake of the session that serves `session`.
-fn server_info(proxy: &Proxy, session: &DownstreamSession) -> Option<Value> {
+fn server_info(proxy: &Front, session: &DownstreamSession) -> Option<Value> {
     let upstream = match session.dedicated() {
         Some(dedicated) => Some(dedicated.current()),
-        None => proxy.upstream.current(),
+        None => proxy.engine.upstream.current(),
     }?;
     upstream.initialize_result().get("serverInfo").cloned()
 }
 
 /// `server/discover`, answered by the proxy from the upstream's handshake (a legacy upstream
 /// has no `server/discover`); outcome recorded like any request.
-async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Answer {
+async fn discover(proxy: &Front, session: &DownstreamSession, id: &Value) -> Answer {
     let started = std::time::Instant::now();
     let Ok(upstream) = serving_upstream(proxy, session).await else {
-        proxy.metrics.record(
+        proxy.engine.metrics.record(
             "server/discover",
             None,
             Outcome::UpstreamUnavailable,
@@ -267,7 +288,7 @@ async fn discover(proxy: &Proxy, session: &DownstreamSession, id: &Value) -> Ans
         crate::wire::tasks::hide_capability(&mut handshake);
     }
     let result = bridge::discover_result(&handshake, &era::supported_versions());
-    proxy.metrics.record(
+    proxy.engine.metrics.record(
         "server/discover",
         None,
         Outcome::Ok,

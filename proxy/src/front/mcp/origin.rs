@@ -13,13 +13,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// The 403 answer for a request whose `Origin` or `Host` is not allowed; `None` lets it
 /// through. Run first by the front's middleware ([`super::admit`]).
-pub(super) fn refusal(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
+pub(super) fn refusal(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
     let policy = &proxy.request_origin;
     // Borrowed unless not UTF-8: most requests are let through.
     let text = |name| {
@@ -47,6 +47,7 @@ pub(super) fn refusal(proxy: &Proxy, headers: &HeaderMap) -> Option<Response> {
     });
     let (reason, message) = refusal?;
     proxy
+        .engine
         .metrics
         .invalid_messages
         .with_label_values(&[reason])

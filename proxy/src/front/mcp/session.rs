@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::access::auth::Principal;
 use crate::client::sessions::DownstreamSession;
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 
 /// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
 /// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
@@ -14,7 +14,7 @@ use crate::engine::state::Proxy;
 /// A session bound to another OAuth identity is unknown to `caller` too
 /// ([`DownstreamSession::admits`]).
 pub(super) fn live_session(
-    proxy: &Proxy,
+    proxy: &Front,
     id: &str,
     caller: Option<&Principal>,
 ) -> Option<Arc<DownstreamSession>> {
@@ -22,19 +22,20 @@ pub(super) fn live_session(
     session.admits(caller).then_some(session)
 }
 
-fn live_session_of_anyone(proxy: &Proxy, id: &str) -> Option<Arc<DownstreamSession>> {
-    if let Some(session) = proxy.sessions.get(id) {
+fn live_session_of_anyone(proxy: &Front, id: &str) -> Option<Arc<DownstreamSession>> {
+    if let Some(session) = proxy.engine.sessions.get(id) {
         return Some(session);
     }
     if proxy.strategy != berth_crds::SessionStrategy::Shared {
         return None;
     }
-    let session = proxy.sessions.adopt(id)?;
-    proxy.metrics.downstream_sessions_adopted.inc();
+    let session = proxy.engine.sessions.adopt(id)?;
+    proxy.engine.metrics.downstream_sessions_adopted.inc();
     proxy
+        .engine
         .metrics
         .downstream_sessions
-        .set(proxy.sessions.len() as i64);
+        .set(proxy.engine.sessions.len() as i64);
     tracing::debug!(session = id, "adopted a session another replica issued");
     Some(session)
 }

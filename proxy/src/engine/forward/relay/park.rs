@@ -55,7 +55,7 @@ pub(in crate::engine::forward) async fn park(
     input: Upstream<'_>,
     deadline: tokio::time::Instant,
 ) -> Parking {
-    let metrics = std::sync::Arc::clone(&call.proxy.metrics);
+    let metrics = std::sync::Arc::clone(&call.engine.metrics);
     if method == "ping" {
         // No input for a person or a model: the proxy answers for its own hop.
         let pong = json!({ "jsonrpc": "2.0", "id": upstream_id, "result": {} });
@@ -82,7 +82,7 @@ pub(in crate::engine::forward) async fn park(
         .as_deref()
         .map(crate::access::auth::Principal::identity);
     let (token, resumed) = call
-        .proxy
+        .engine
         .parked
         .park(&call.method, call.tool.as_deref(), owner);
     let mut request = json!({ "method": method });
@@ -162,8 +162,8 @@ pub(in crate::engine::forward) async fn park(
 /// Ends a parked call without a retry: the state is forgotten, the upstream's request refused
 /// and the upstream call cancelled. The client's request was recorded when it was answered.
 fn give_up(call: &Call, token: &str, upstream_id: Value, result: &str) -> Parking {
-    call.proxy.parked.forget(token);
-    call.proxy
+    call.engine.parked.forget(token);
+    call.engine
         .metrics
         .bridged_server_requests
         .with_label_values(&[DIRECTION, result])

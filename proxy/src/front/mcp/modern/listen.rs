@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::client::sessions::DownstreamSession;
-use crate::engine::state::Proxy;
+use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
 
@@ -88,19 +88,19 @@ impl Filter {
 
 /// Opens the listen stream of request `id` on `session` (request-scoped, not yet stored).
 pub fn open(
-    proxy: &Arc<Proxy>,
+    proxy: &Arc<Front>,
     session: Arc<DownstreamSession>,
     id: Value,
     body: &Value,
     capabilities: &Value,
 ) -> Answer {
     let filter = Filter::honored(body.at("/params/notifications"), capabilities);
-    proxy.sessions.register(Arc::clone(&session));
+    proxy.engine.sessions.register(Arc::clone(&session));
     let (mut server_messages, _) = session.open_standalone();
     if let Some(dedicated) = session.dedicated() {
         dedicated.listen(crate::engine::fanout::to_client(
             Arc::downgrade(&session),
-            Arc::clone(&proxy.metrics),
+            Arc::clone(&proxy.engine.metrics),
         ));
     }
     subscribe(proxy, &session, &filter.uris);
@@ -127,7 +127,7 @@ pub fn open(
                     break;
                 }
                 _ = touch.tick() => {
-                    let _ = proxy.sessions.get(session.id());
+                    let _ = proxy.engine.sessions.get(session.id());
                 }
                 message = server_messages.recv() => match message {
                     Some(mut message) if filter.passes(&message) => {
@@ -139,9 +139,9 @@ pub fn open(
                 },
             }
         }
-        proxy.end_session(session.id());
+        proxy.engine.end_session(session.id());
         // A subscription ends when either side closes it; that is its normal end.
-        proxy.metrics.record(
+        proxy.engine.metrics.record(
             "subscriptions/listen",
             None,
             crate::wire::outcome::Outcome::Ok,
@@ -155,11 +155,13 @@ pub fn open(
 /// Subscribes `uris` upstream for `session`: on its own upstream session (`PerClient`), or on
 /// the shared one when it is the first subscriber of a URI; `resources/subscribe` for a legacy
 /// upstream, the proxy's listen stream for a modern one.
-fn subscribe(proxy: &Proxy, session: &DownstreamSession, uris: &[String]) {
+fn subscribe(proxy: &Front, session: &DownstreamSession, uris: &[String]) {
     for uri in uris {
         let upstream = match session.dedicated() {
             Some(dedicated) => Some(dedicated.current()),
-            None if proxy.subscriptions.add(uri, session.id()) => proxy.upstream.current(),
+            None if proxy.engine.subscriptions.add(uri, session.id()) => {
+                proxy.engine.upstream.current()
+            }
             None => None,
         };
         let Some(upstream) = upstream else {

@@ -39,8 +39,11 @@ prune_stale_binaries
 step "format and lint"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-# Every intra-doc link of the crates' docs resolves (module maps, field docs).
+# Every intra-doc link of the crates' docs resolves (module maps, field docs): the public docs
+# link to no private item, and the docs of private items resolve too.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p berth-crds -p berth-operator -p berth-proxy
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --document-private-items \
+    -p berth-crds -p berth-operator -p berth-proxy
 
 step "MCP peers and the conformance suites (npm, pip)"
 (cd tests/peers/node && npm ci --no-audit --no-fund --loglevel=error)

@@ -9,48 +9,36 @@
 //! recorded once, including when the client goes away mid-call (the `Call` drop guard).
 
 mod call;
+mod checks;
+mod incoming;
 mod input_required;
 mod legacy_over_modern;
 mod refusal;
 mod relay;
+mod resume;
 
-use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
-use std::time::Instant;
 
-use axum::http::StatusCode;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 use tracing::{Instrument as _, Span};
 
 use crate::access::auth::Principal;
-use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Engine;
-use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
-use crate::transport::upstream::era::UpstreamEra;
 use crate::transport::upstream::late_response::LateResponse;
 use crate::transport::upstream::{Reply, UpstreamError, UpstreamSession};
 use crate::wire::answer::Answer;
-use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
-use call::{Call, Ending, rewrite, session_lost, timeout_answer, upstream_failure};
-use refusal::Refusal;
+use call::{Call, STREAM_BUFFER, rewrite, session_lost, timeout_answer, upstream_failure};
+use checks::{Early, admit, answer_locally, tool_rules, upstream_session};
+use incoming::Incoming;
 
 pub use crate::client::parked;
-
-/// Messages buffered per streamed response before the relay waits for the client to read.
-const STREAM_BUFFER: usize = 32;
-
-/// A request the proxy answers itself: its outcome recorded once, then its answer under `id`.
-fn refuse(ending: &Ending<'_>, id: &Value, refusal: Refusal) -> Answer {
-    ending.record(refusal.outcome());
-    refusal.into_answer(id)
-}
 
 /// The tool rules read the shared upstream's catalogue.
 impl refusal::Catalogue for crate::transport::upstream::Upstream {
@@ -77,6 +65,11 @@ impl refusal::Catalogue for crate::transport::upstream::Upstream {
 /// response; the call's notifications are counted in `berth_proxy_server_messages_dropped_total`
 /// and its server-to-client requests refused upstream at once (the client has no stream to
 /// receive them on).
+///
+/// The steps, in order: `checks::admit` (shape, request id), a parked call's retry
+/// (`resume::resume_parked`), `prepare` (an upstream session, the tool rules, local answers),
+/// then `exchange`. A request answered before it goes upstream ends in `checks::Early::end`,
+/// the one place such an outcome is recorded.
 pub async fn request(
     engine: Arc<Engine>,
     session: Arc<DownstreamSession>,
@@ -86,151 +79,44 @@ pub async fn request(
     json_only: bool,
     caller: Option<Arc<Principal>>,
 ) -> Answer {
-    let started = Instant::now();
-    let era = session.era();
-    let deadline = tokio::time::Instant::now() + engine.call_budget;
-    // The server span the front opened for this request.
-    let span = if crate::observe::telemetry::enabled() {
-        Span::current()
-    } else {
-        Span::none()
-    };
-    let session_id = (!session.is_modern()).then(|| session.id());
-    spans::record_session(&span, session_id, session.protocol_version());
-    let tool = (method == "tools/call")
-        .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
-        .flatten();
-    let facts = (method == "tools/call" && engine.auditor.is_on()).then(|| {
-        let session_id = (!session.is_modern()).then(|| session.id());
-        CallFacts::of(session_id, &id, caller.clone(), &body)
-    });
-    let ending = Ending {
-        engine: &engine,
-        method: &method,
-        tool: tool.as_deref(),
-        started,
-        era,
-        facts: facts.as_ref(),
-        span: &span,
-    };
-    let shared = session.dedicated().is_none();
-    if let Err(refusal) = refusal::shape(&method, tool.as_deref(), shared, &body) {
-        return refuse(&ending, &id, refusal);
-    }
-    let in_flight = match session.begin(&id) {
+    let request = Incoming::read(&engine, &session, id, method, body, json_only, caller);
+    let in_flight = match admit(&session, &request) {
         Ok(in_flight) => in_flight,
-        Err(duplicate) => {
-            let refusal = Refusal::new(
-                Outcome::Rejected,
-                jsonrpc::INVALID_REQUEST,
-                duplicate.to_string(),
-            )
-            .plain(StatusCode::BAD_REQUEST);
-            return refuse(&ending, &id, refusal);
-        }
+        Err(refusal) => return Early::from(refusal).end(&engine, &request),
     };
-    if session.is_modern()
-        && let Some(state) = parked::retry_state(&body).map(str::to_owned)
-    {
-        let retry = Retry {
-            id,
-            method,
-            tool,
-            body,
-            json_only,
-            cancelled: in_flight.cancelled,
-            started,
-            caller,
-            facts,
-        };
-        return resume_parked(&engine, session, retry, &state).await;
+    if let Some(state) = request.retry_state(&session) {
+        return resume::resume_parked(&engine, session, request, in_flight.cancelled, &state).await;
     }
-    let upstream = match session.dedicated() {
-        Some(dedicated) => Some(dedicated.current()),
-        None => engine.upstream.session(engine.connect_budget).await,
-    };
-    let Some(upstream) = upstream else {
-        session.finish(&id);
-        // No upstream session: this downstream session cannot be served; end it so the client
-        // starts over instead of collecting errors on a half-alive session (field case BR-04).
-        engine.end_session(session.id());
-        let refusal = Refusal::new(
-            Outcome::UpstreamUnavailable,
-            jsonrpc::UPSTREAM_UNAVAILABLE,
-            "upstream MCP server is unavailable",
-        )
-        .with("retryable", json!(true));
-        return refuse(&ending, &id, refusal);
-    };
-    if let Some(tool) = &tool {
-        // PerCall policy: list over the same session first.
-        engine.upstream.probe_before_call(&upstream).await;
-        let rules = refusal::ToolRules {
-            grants: engine.tool_grants.as_ref(),
-            rate_limits: engine.rate_limits.as_ref(),
-        };
-        let checked = refusal::tool_rules(
-            engine.upstream.as_ref(),
-            &rules,
-            tool,
-            caller.as_deref(),
-            session.id(),
-        );
-        if let Err(refusal) = checked {
-            session.finish(&id);
-            return refuse(&ending, &id, refusal);
+    match prepare(&engine, &session, &request).await {
+        Ok(upstream) => {
+            let deadline = request.deadline;
+            let (call, body) = request.into_call(engine, session, upstream);
+            exchange(call, body, in_flight.cancelled, deadline).await
+        }
+        Err(early) => {
+            session.finish(&request.id);
+            early.end(&engine, &request)
         }
     }
-    if upstream.era() == UpstreamEra::Modern
-        && !session.is_modern()
-        && let Some(local) = legacy_over_modern::answer(&session, &method, &body)
-    {
-        session.finish(&id);
-        return match local {
-            legacy_over_modern::Local::Result(result) => {
-                ending.record(Outcome::Ok);
-                Answer::ok(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
-            }
-            legacy_over_modern::Local::Refused(code, message) => {
-                refuse(&ending, &id, Refusal::new(Outcome::Rejected, code, message))
-            }
-        };
+}
+
+/// The steps between taking the request id and sending the request upstream: the upstream
+/// session it goes over, the tool rules for a `tools/call`, and the answers the proxy gives
+/// itself.
+///
+/// # Errors
+/// The [`Early`] end of a request that does not go upstream.
+async fn prepare(
+    engine: &Engine,
+    session: &DownstreamSession,
+    request: &Incoming,
+) -> Result<Arc<UpstreamSession>, Early> {
+    let upstream = upstream_session(engine, session).await?;
+    if let Some(tool) = &request.tool {
+        tool_rules(engine, session, &upstream, request, tool).await?;
     }
-    if let Some(answer) = crate::client::subscriptions::local_answer(
-        &engine.subscriptions,
-        &session,
-        &upstream,
-        &id,
-        &method,
-        &body,
-    ) {
-        session.finish(&id);
-        ending.record(Outcome::Ok);
-        return answer;
-    }
-    let progress_token = body.at("/params/_meta/progressToken").cloned();
-    let retry_body =
-        input_required::retry_body(&method, upstream.era(), session.is_modern(), &body);
-    let call = Call {
-        engine: Arc::clone(&engine),
-        session,
-        upstream,
-        downstream_id: id,
-        upstream_id: 0,
-        method,
-        tool,
-        progress_token,
-        json_only,
-        started,
-        finished: false,
-        retry_body,
-        input_rounds: 0,
-        caller,
-        facts,
-        span,
-        attempt: Span::none(),
-    };
-    exchange(call, body, in_flight.cancelled, deadline).await
+    answer_locally(engine, session, &upstream, request)?;
+    Ok(upstream)
 }
 
 /// Sends the request upstream and answers with the reply; a request the upstream refused for
@@ -327,86 +213,6 @@ async fn answer_reply(
             relay_reply(call, stream, late, deadline, cancelled).await
         }
         Reply::Stream(stream) => relay_reply(call, stream, late, deadline, cancelled).await,
-    }
-}
-
-/// A modern client's retry of a call the proxy parked ([`parked`]).
-struct Retry {
-    id: Value,
-    method: String,
-    tool: Option<String>,
-    body: WireMessage,
-    json_only: bool,
-    cancelled: tokio_util::sync::CancellationToken,
-    started: Instant,
-    caller: Option<Arc<Principal>>,
-    facts: Option<CallFacts>,
-}
-
-/// Hands `retry` to the parked call its `requestState` names; the call's answer goes to the
-/// retry from there. A state unknown here (expired, used, minted elsewhere) or minted for
-/// another request is refused with -32602, outcome `rejected`.
-async fn resume_parked(
-    engine: &Arc<Engine>,
-    session: Arc<DownstreamSession>,
-    retry: Retry,
-    state: &str,
-) -> Answer {
-    let refuse = |message: &str| {
-        session.finish(&retry.id);
-        let ending = Ending {
-            engine,
-            method: &retry.method,
-            tool: retry.tool.as_deref(),
-            started: retry.started,
-            era: Era::Modern,
-            facts: retry.facts.as_ref(),
-            span: &Span::current(),
-        };
-        ending.record(Outcome::Rejected);
-        Answer::error_with_data(
-            StatusCode::OK,
-            &retry.id,
-            jsonrpc::INVALID_PARAMS,
-            message,
-            json!({ "outcome": Outcome::Rejected.as_label() }),
-        )
-    };
-    let owner = retry.caller.as_deref().map(Principal::identity);
-    let Some(call) = engine.parked.take(state, owner.as_deref()) else {
-        return refuse(
-            "requestState is unknown or expired: a call waiting for input is kept once, for timeouts.call, by the proxy replica that asked",
-        );
-    };
-    if call.method != retry.method || (retry.method == "tools/call" && call.name != retry.tool) {
-        return refuse("requestState belongs to another request");
-    }
-    let input_responses = retry
-        .body
-        .at("/params/inputResponses")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let (tx, mut rx) = mpsc::channel(STREAM_BUFFER);
-    let resume = parked::Resume {
-        downstream_id: retry.id.clone(),
-        session: Arc::clone(&session),
-        tx,
-        json_only: retry.json_only,
-        progress_token: retry.body.at("/params/_meta/progressToken").cloned(),
-        cancelled: retry.cancelled,
-        input_responses,
-        facts: retry.facts.clone(),
-    };
-    if call.resume.send(resume).is_err() {
-        return refuse("the call waiting for this input has ended");
-    }
-    if retry.json_only {
-        rx.recv()
-            .await
-            .map_or_else(|| Answer::cancelled(true), Answer::ok)
-    } else {
-        Answer::Stream(rx)
     }
 }
 

@@ -44,7 +44,7 @@ pub struct DownstreamSession {
     pub(super) events: Arc<events::EventLog>,
     pub(super) dedicated: Option<crate::client::per_client::Dedicated>,
     pub(super) closed: CancellationToken,
-    /// Set for a request-scoped session ([`Sessions::request_scoped`]): counts it while it
+    /// Set for a request-scoped session ([`super::Sessions::request_scoped`]): counts it while it
     /// lives; its dedicated upstream session is closed when it is dropped.
     pub(super) scope: Option<Arc<std::sync::atomic::AtomicUsize>>,
 }

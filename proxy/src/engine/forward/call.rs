@@ -26,6 +26,9 @@ use crate::wire::jsonrpc;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
 
+/// Messages buffered per streamed response before the relay waits for the client to read.
+pub(super) const STREAM_BUFFER: usize = 32;
+
 /// One request in flight: ends in exactly one outcome, recorded once.
 pub(super) struct Call {
     pub(super) engine: Arc<Engine>,

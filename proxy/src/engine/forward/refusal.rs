@@ -1,8 +1,9 @@
 //! The requests the proxy answers itself instead of forwarding, as named checks that run before
 //! a request goes upstream ([`shape`], then [`tool_rules`] once an upstream session is had).
-//! Each refusal is one [`Refusal`], recorded and answered in one place ([`Refusal::answer`]):
-//! its outcome counted (`berth_proxy_requests_total`, and for a `tools/call` its audit line),
-//! and a JSON-RPC error under the client's id whose `error.data.outcome` names it.
+//! Each refusal is one [`Refusal`], recorded and answered in one place
+//! ([`super::checks::Early::end`]): its outcome counted (`berth_proxy_requests_total`, and for
+//! a `tools/call` its audit line), and a JSON-RPC error under the client's id whose
+//! `error.data.outcome` names it.
 //!
 //! Not responsible for: what happens to a request that passes (the call loop in
 //! [`super::request`]). Uses only the layers below the call engine (the wire format, answers,
@@ -84,7 +85,7 @@ impl Refusal {
     }
 
     /// The client's answer under `id` (the caller records [`Self::outcome`] first:
-    /// `forward::refuse`).
+    /// [`super::checks::Early::end`]).
     pub(super) fn into_answer(self, id: &Value) -> Answer {
         let body =
             jsonrpc::error_response(id, self.code, &self.message, self.data.map(Value::Object));

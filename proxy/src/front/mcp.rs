@@ -1,5 +1,5 @@
-//! The downstream Streamable HTTP front on `/mcp`: POST (client messages), GET (the
-//! session's standalone server stream) and DELETE (end a session).
+//! The downstream Streamable HTTP front on `/mcp`: POST (client messages) here; GET (the
+//! session's standalone server stream) and DELETE (end a session) in `bodiless`.
 //!
 //! Source: MCP 2025-06-18, "Transports: Streamable HTTP". Rules the front enforces before
 //! anything reaches the upstream: the body is one JSON-RPC message (batches, removed after
@@ -8,6 +8,7 @@
 
 mod accept;
 mod auth;
+mod bodiless;
 mod body;
 mod client_response;
 mod origin;
@@ -24,11 +25,10 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Extension, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use futures::StreamExt;
 use serde_json::Value;
 use tracing::Instrument as _;
 
@@ -38,12 +38,11 @@ use crate::client::sessions::events::StreamKind;
 use crate::engine::forward;
 use crate::observe::telemetry;
 use crate::wire::answer::Answer;
-use crate::wire::headers::SESSION_HEADER;
 use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 pub use body::MAX_BODY_BYTES;
 use refusal::{refused, unknown_session};
-use session::live_session;
+use session::{live_session, session_header};
 pub use state::Front;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
@@ -52,8 +51,8 @@ pub fn router(proxy: Arc<Front>) -> Router {
         .route(
             berth_crds::MCP_PATH,
             post(handle_post)
-                .get(handle_get)
-                .delete(handle_delete)
+                .get(bodiless::handle_get)
+                .delete(bodiless::handle_delete)
                 .head(head_not_allowed),
         )
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -88,58 +87,6 @@ async fn head_not_allowed() -> Response {
         [(axum::http::header::ALLOW, "GET, POST, DELETE")],
     )
         .into_response()
-}
-
-/// A modern client's GET or DELETE (no live session, a modern `MCP-Protocol-Version`): 405
-/// with a JSON-RPC error (no id),
-/// since MCP 2026-07-28 has neither a standalone stream nor sessions to end ("Earlier Streamable
-/// HTTP Revisions").
-fn modern_without_body(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
-    let live =
-        session_header(headers).is_some_and(|id| proxy.engine.sessions.get_quiet(id).is_some());
-    if live || !era::is_modern_without_body(headers) {
-        return None;
-    }
-    proxy
-        .engine
-        .metrics
-        .invalid_messages
-        .with_label_values(&["modern_method"])
-        .inc();
-    let mut response = Answer::error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        &Value::Null,
-        jsonrpc::INVALID_REQUEST,
-        "MCP 2026-07-28 has no GET stream and no sessions to DELETE: send each request as a POST (subscriptions/listen for change notifications)",
-    )
-    .into_response();
-    response.headers_mut().insert(
-        axum::http::header::ALLOW,
-        axum::http::HeaderValue::from_static("POST"),
-    );
-    Some(response)
-}
-
-fn session_header(headers: &HeaderMap) -> Option<&str> {
-    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
-}
-
-/// The `Mcp-Session-Id` a `GET` or `DELETE` names, or its refusal: a modern-era request
-/// without a body (`modern_without_body`), or 400 when the header is missing.
-fn bodiless_session<'h>(proxy: &Front, headers: &'h HeaderMap) -> Result<&'h str, Box<Response>> {
-    if let Some(refusal) = modern_without_body(proxy, headers) {
-        return Err(Box::new(refusal));
-    }
-    session_header(headers).ok_or_else(|| {
-        Answer::error(
-            StatusCode::BAD_REQUEST,
-            &Value::Null,
-            jsonrpc::INVALID_REQUEST,
-            "missing Mcp-Session-Id header",
-        )
-        .into_response()
-        .into()
-    })
 }
 
 async fn handle_post(State(proxy): State<Arc<Front>>, request: Request) -> Response {
@@ -259,7 +206,7 @@ async fn classified(
             "missing Mcp-Session-Id header: send initialize first",
         ));
     }
-    if let Some(answer) = unsupported_version(proxy, headers, &request_id) {
+    if let Some(answer) = era::unsupported_version(&proxy.engine.metrics, headers, &request_id) {
         return audited(answer);
     }
     let Some(session) = live else {
@@ -359,19 +306,6 @@ fn notification_failed(
         "the notification could not be forwarded to the upstream MCP server",
         serde_json::json!({ "outcome": crate::wire::outcome::Outcome::UpstreamUnavailable.as_label(), "retryable": true }),
     )
-}
-
-/// 400 (-32022, counted as `protocol_version`) when the request's `MCP-Protocol-Version` names
-/// a revision the proxy does not serve ([`era::unsupported_header`]).
-fn unsupported_version(proxy: &Front, headers: &HeaderMap, id: &Value) -> Option<Answer> {
-    let version = era::unsupported_header(headers)?;
-    proxy
-        .engine
-        .metrics
-        .invalid_messages
-        .with_label_values(&["protocol_version"])
-        .inc();
-    Some(era::unsupported(id, &version))
 }
 
 /// MCP params are objects (MCP 2025-06-18, "Messages"); `initialize` needs a string
@@ -477,106 +411,5 @@ async fn notification(
                 Err(error) => notification_failed(proxy, session, method, &error),
             }
         }
-    }
-}
-
-async fn handle_get(
-    State(proxy): State<Arc<Front>>,
-    caller: Option<Extension<Principal>>,
-    headers: HeaderMap,
-) -> Response {
-    let header = match bodiless_session(&proxy, &headers) {
-        Ok(header) => header,
-        Err(refusal) => return *refusal,
-    };
-    if let Some(answer) = unsupported_version(&proxy, &headers, &Value::Null) {
-        return answer.into_response();
-    }
-    let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
-        return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
-    };
-    if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
-        match session.resume(last_event_id) {
-            Ok(events) => {
-                proxy
-                    .engine
-                    .metrics
-                    .stream_resumptions
-                    .with_label_values(&["replayed"])
-                    .inc();
-                return stream_until_shutdown(&proxy, events);
-            }
-            Err(why) => {
-                // The client gets the standalone stream, as from a server that does not replay.
-                proxy
-                    .engine
-                    .metrics
-                    .stream_resumptions
-                    .with_label_values(&[why.as_label()])
-                    .inc();
-                tracing::debug!(
-                    mcp.session_id = session.id(),
-                    last_event_id,
-                    ?why,
-                    "Last-Event-ID not resumable; opening the standalone stream"
-                );
-            }
-        }
-    }
-    // The standalone stream carries server messages (fanout) until the session ends or the
-    // client re-opens GET, which replaces this stream (the new one wins; each is counted in
-    // `berth_proxy_standalone_streams_total`, issue 12, item 5). Shutdown ends it too.
-    let (rx, opened) = session.open_standalone();
-    proxy
-        .engine
-        .metrics
-        .standalone_streams
-        .with_label_values(&[opened.as_label()])
-        .inc();
-    if opened == crate::client::sessions::Opened::Replaced {
-        tracing::debug!(
-            mcp.session_id = session.id(),
-            "standalone stream replaced by a new GET"
-        );
-    }
-    stream_until_shutdown(&proxy, session.carry(StreamKind::Standalone, rx))
-}
-
-/// A GET's SSE stream, which ends when the proxy stops serving (its pump keeps what follows).
-fn stream_until_shutdown(
-    proxy: &Front,
-    events: tokio::sync::mpsc::Receiver<crate::wire::answer::StreamEvent>,
-) -> Response {
-    let shutdown = proxy.shutdown.clone();
-    let events = crate::wire::answer::stream_from(events)
-        .map(crate::wire::answer::event_block)
-        .take_until(async move { shutdown.cancelled().await });
-    crate::wire::answer::sse_response(events)
-}
-
-async fn handle_delete(
-    State(proxy): State<Arc<Front>>,
-    caller: Option<Extension<Principal>>,
-    headers: HeaderMap,
-) -> Response {
-    let header = match bodiless_session(&proxy, &headers) {
-        Ok(header) => header,
-        Err(refusal) => return *refusal,
-    };
-    // Another identity's session is not this caller's to end: unknown to it.
-    if proxy
-        .engine
-        .sessions
-        .get_quiet(header)
-        .is_some_and(|session| !session.admits(caller.as_deref()))
-    {
-        return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
-    }
-    // A signed id from another replica is ended here too, so it is not adopted later.
-    let _ = live_session(&proxy, header, caller.as_deref());
-    if proxy.engine.end_session(header) {
-        StatusCode::NO_CONTENT.into_response()
-    } else {
-        unknown_session(&proxy.engine.metrics, &Value::Null).into_response()
     }
 }

@@ -8,6 +8,7 @@ use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
+use crate::observe::metrics::Metrics;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, Message};
 use crate::wire::revision::HANDSHAKE_VERSIONS;
@@ -77,6 +78,21 @@ pub fn unsupported(id: &Value, requested: &str) -> Answer {
 pub fn unsupported_header(headers: &HeaderMap) -> Option<String> {
     let version = header_version(headers)?;
     (!HANDSHAKE_VERSIONS.contains(&version)).then(|| version.to_owned())
+}
+
+/// 400 (-32022, counted as `protocol_version`) when the request's `MCP-Protocol-Version` names
+/// a revision the proxy does not serve ([`unsupported_header`]).
+pub(super) fn unsupported_version(
+    metrics: &Metrics,
+    headers: &HeaderMap,
+    id: &Value,
+) -> Option<Answer> {
+    let version = unsupported_header(headers)?;
+    metrics
+        .invalid_messages
+        .with_label_values(&["protocol_version"])
+        .inc();
+    Some(unsupported(id, &version))
 }
 
 #[cfg(test)]

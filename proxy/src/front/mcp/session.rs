@@ -4,9 +4,12 @@
 
 use std::sync::Arc;
 
+use axum::http::HeaderMap;
+
 use crate::access::auth::Principal;
 use crate::client::sessions::DownstreamSession;
 use crate::front::mcp::state::Front;
+use crate::wire::headers::SESSION_HEADER;
 
 /// The live session `id` names: held here, or (strategy `Shared`, signed ids) issued by another
 /// replica and adopted now (field case BR-35). `None` means 404: the client re-initializes.
@@ -38,4 +41,9 @@ fn live_session_of_anyone(proxy: &Front, id: &str) -> Option<Arc<DownstreamSessi
         .set(proxy.engine.sessions.len() as i64);
     tracing::debug!(session = id, "adopted a session another replica issued");
     Some(session)
+}
+
+/// The `Mcp-Session-Id` a request names, if any.
+pub(super) fn session_header(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
 }

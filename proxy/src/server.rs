@@ -27,6 +27,8 @@ use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
 };
 
+mod tasks;
+
 pub use crate::engine::state::Engine;
 use crate::front::mcp::Front;
 pub use crate::front::mcp::linger::{self, LingerOnClose};
@@ -191,9 +193,11 @@ pub async fn start_on(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<RunningProxy, StartError> {
     config.check()?;
-    let connect_budget = config.timeouts.connect()?;
-    let call_budget = config.timeouts.call()?;
-    let max_call = config.timeouts.max_call()?;
+    let budgets = Budgets {
+        call: config.timeouts.call()?,
+        max_call: config.timeouts.max_call()?,
+        connect: config.timeouts.connect()?,
+    };
     let idle_timeout = config.session.idle_timeout()?;
     let drain = config.timeouts.drain()?;
     let metrics = Arc::new(Metrics::new());
@@ -201,46 +205,17 @@ pub async fn start_on(
     // `shutdown` stops the listeners; `upstream_stop` everything behind them, once they ended.
     let shutdown = CancellationToken::new();
     let upstream_stop = CancellationToken::new();
-    let endpoint = endpoint(config, env, connect_budget, &metrics)?;
+    let endpoint = endpoint(config, env, budgets.connect, &metrics)?;
     let (server_messages, server_messages_rx) = tokio::sync::mpsc::channel(SERVER_MESSAGE_BUFFER);
-    let settings = UpstreamSettings {
-        connect_budget,
-        probe: config.tools_probe.clone(),
-        probe_budget: call_budget,
-        policy: config.tools.clone(),
-        max_quick_failures: env_number(env, MAX_QUICK_FAILURES_ENV)?
-            .unwrap_or(DEFAULT_MAX_QUICK_FAILURES),
-    };
     let (upstream, supervisor) = Upstream::spawn(
         endpoint.clone(),
-        settings,
+        upstream_settings(config, env, budgets)?,
         Arc::clone(&metrics),
         server_messages,
         upstream_stop.clone(),
         shutdown.clone(),
     );
-    let tool_grants = crate::access::auth::grants::Grants::new(&config.tools.grants)
-        .map_err(StartError::Policy)?;
-    let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
-        .map_err(StartError::Policy)?;
-    let auditor = match config.audit {
-        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
-        AuditLog::Off => Auditor::off(),
-    };
-    let engine = Arc::new(Engine {
-        upstream,
-        sessions: Arc::new(sessions),
-        subscriptions: Arc::new(Subscriptions::default()),
-        parked: Default::default(),
-        metrics,
-        call_budget,
-        max_call,
-        connect_budget,
-        tools_policy: config.tools.clone(),
-        tool_grants,
-        rate_limits,
-        auditor,
-    });
+    let engine = Arc::new(engine(config, env, upstream, sessions, metrics, budgets)?);
     let front = Arc::new(Front {
         engine: Arc::clone(&engine),
         shutdown: shutdown.clone(),
@@ -253,77 +228,29 @@ pub async fn start_on(
     let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
-    let servers = [
-        serve(
-            mcp,
-            crate::front::mcp::router(Arc::clone(&front)),
-            shutdown.clone(),
-        ),
-        serve(
-            admin,
-            crate::front::admin::router(crate::front::admin::Admin {
-                upstream: Arc::clone(&engine.upstream),
-                metrics: Arc::clone(&engine.metrics),
-                draining: Arc::clone(&draining),
-            }),
-            shutdown.clone(),
-        ),
-    ];
-    let stop_behind = upstream_stop.clone();
+    let admin_state = crate::front::admin::Admin {
+        upstream: Arc::clone(&engine.upstream),
+        metrics: Arc::clone(&engine.metrics),
+        draining: Arc::clone(&draining),
+    };
     let mut tasks = vec![
-        tokio::spawn(async move {
-            for server in servers {
-                let _ = server.await;
-            }
-            stop_behind.cancel();
-        }),
-        tokio::spawn(expire_sessions(
-            Arc::clone(&engine),
-            idle_timeout,
+        serve_fronts(
+            (mcp, crate::front::mcp::router(Arc::clone(&front))),
+            (admin, crate::front::admin::router(admin_state)),
+            &shutdown,
             upstream_stop.clone(),
-        )),
-        tokio::spawn(crate::engine::fanout::run(
-            crate::engine::fanout::Fanout {
-                upstream: Arc::clone(&engine.upstream),
-                sessions: Arc::clone(&engine.sessions),
-                subscriptions: Arc::clone(&engine.subscriptions),
-                metrics: Arc::clone(&engine.metrics),
-            },
-            server_messages_rx,
-            upstream_stop.clone(),
-        )),
+        ),
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
-    if let Some(crate::access::auth::DownstreamAuth::OAuth(server)) = &front.downstream_auth {
-        tasks.push(tokio::spawn(crate::access::auth::refresh_keys(
-            Arc::clone(server),
-            upstream_stop.clone(),
-        )));
-    }
-    let (stop, clients) = (upstream_stop.clone(), Arc::clone(&engine));
-    tasks.push(tokio::spawn(async move {
-        stop.cancelled().await;
-        let dedicated = clients
-            .sessions
-            .all()
-            .iter()
-            .filter_map(|client| {
-                client
-                    .dedicated()
-                    .map(crate::client::per_client::Dedicated::current)
-            })
-            .collect();
-        crate::client::per_client::close_all(dedicated).await;
-    }));
-    if let Some(stdio) = endpoint.stdio().cloned() {
-        // On shutdown every child is stopped and reaped before `wait` returns.
-        let stop = upstream_stop.clone();
-        tasks.push(tokio::spawn(async move {
-            stop.cancelled().await;
-            stdio.shutdown().await;
-        }));
-    }
+    tasks.extend(tasks::spawn(
+        &engine,
+        front.downstream_auth.as_ref(),
+        &endpoint,
+        server_messages_rx,
+        idle_timeout,
+        &upstream_stop,
+    ));
     tracing::info!(%mcp_addr, %admin_addr, upstream = %endpoint, "berth proxy serving");
     Ok(RunningProxy {
         mcp_addr,
@@ -333,6 +260,65 @@ pub async fn start_on(
         shutdown,
         drain,
         tasks,
+    })
+}
+
+/// How the upstream supervisor runs: `timeouts.connect`, the tool-list probe (within
+/// `timeouts.call`), the tool policy, and [`MAX_QUICK_FAILURES_ENV`].
+fn upstream_settings(
+    config: &ProxyConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    budgets: Budgets,
+) -> Result<UpstreamSettings, StartError> {
+    Ok(UpstreamSettings {
+        connect_budget: budgets.connect,
+        probe: config.tools_probe.clone(),
+        probe_budget: budgets.call,
+        policy: config.tools.clone(),
+        max_quick_failures: env_number(env, MAX_QUICK_FAILURES_ENV)?
+            .unwrap_or(DEFAULT_MAX_QUICK_FAILURES),
+    })
+}
+
+/// `timeouts.call`, `timeouts.maxCall` and `timeouts.connect`, read once.
+#[derive(Clone, Copy)]
+struct Budgets {
+    call: Duration,
+    max_call: Option<Duration>,
+    connect: Duration,
+}
+
+/// The call engine of `config` over `upstream` and the downstream `sessions`: the tool rules
+/// compiled, the audit log opened.
+fn engine(
+    config: &ProxyConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    upstream: Arc<Upstream>,
+    sessions: Sessions,
+    metrics: Arc<Metrics>,
+    budgets: Budgets,
+) -> Result<Engine, StartError> {
+    let tool_grants = crate::access::auth::grants::Grants::new(&config.tools.grants)
+        .map_err(StartError::Policy)?;
+    let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
+        .map_err(StartError::Policy)?;
+    let auditor = match config.audit {
+        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
+        AuditLog::Off => Auditor::off(),
+    };
+    Ok(Engine {
+        upstream,
+        sessions: Arc::new(sessions),
+        subscriptions: Arc::new(Subscriptions::default()),
+        parked: Default::default(),
+        metrics,
+        call_budget: budgets.call,
+        max_call: budgets.max_call,
+        connect_budget: budgets.connect,
+        tools_policy: config.tools.clone(),
+        tool_grants,
+        rate_limits,
+        auditor,
     })
 }
 
@@ -431,6 +417,26 @@ fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, St
     })
 }
 
+/// Serves the MCP front and the admin front until `shutdown`; once both have ended (every
+/// in-flight request answered), fires `upstream_stop` for everything behind them.
+fn serve_fronts(
+    mcp: (TcpListener, axum::Router),
+    admin: (TcpListener, axum::Router),
+    shutdown: &CancellationToken,
+    upstream_stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let servers = [
+        serve(mcp.0, mcp.1, shutdown.clone()),
+        serve(admin.0, admin.1, shutdown.clone()),
+    ];
+    tokio::spawn(async move {
+        for server in servers {
+            let _ = server.await;
+        }
+        upstream_stop.cancel();
+    })
+}
+
 /// Serves `router` on `listener` until `shutdown`, through [`linger::Listener`]: `TCP_NODELAY`
 /// on every accepted connection (issue 12, item 0), and a lingering close where a handler asked
 /// for one through the request's `ConnectInfo<LingerOnClose>` (issue 12, item 7).
@@ -449,26 +455,4 @@ fn serve(
             tracing::error!(%error, "server failed");
         }
     })
-}
-
-async fn expire_sessions(engine: Arc<Engine>, idle_timeout: Duration, shutdown: CancellationToken) {
-    let period = (idle_timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(60));
-    loop {
-        tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(period) => {}
-        }
-        if let Some(limits) = &engine.rate_limits {
-            limits.retain_recent();
-        }
-        let expired = engine.sessions.expired_ids();
-        for id in &expired {
-            if engine.end_session(id) {
-                engine.metrics.downstream_sessions_expired.inc();
-            }
-        }
-        if !expired.is_empty() {
-            tracing::info!(expired = expired.len(), "downstream sessions expired");
-        }
-    }
 }

@@ -27,13 +27,14 @@
 //! 1. The crate root: [`FIELD_MANAGER`] and [`DEFAULT_PROXY_IMAGE`]; all else here is a
 //!    re-export. [`labels`]: the labels and selector of every owned object. [`settings`]: how
 //!    the operator runs ([`Settings`]) and the defaults. They use nothing but the root.
-//! 2. [`build`] (pure): the shape of every owned object, one child module per object, above
-//!    `build::owner`, [`build::error`] and [`build::container`], which they share. Uses
-//!    `labels`.
-//! 3. [`validate`] (pure): whether a spec can be served, checking the proxy config
+//! 2. [`error`]: the error of a reconcile worth retrying, and the errors of the steps it wraps
+//!    ([`BuildError`](error::BuildError), [`ListPodsError`](error::ListPodsError)); uses
+//!    nothing of the crate.
+//! 3. [`build`] (pure): the shape of every owned object, one child module per object, above
+//!    `build::owner` and [`build::container`], which they share. Uses `labels` and `error`.
+//! 4. [`validate`] (pure): whether a spec can be served, checking the proxy config
 //!    `build::config_map` renders. [`report`]: what each proxy's admin port says; uses
-//!    `build::container` and `labels`.
-//! 4. [`error`]: the error of a reconcile worth retrying; wraps `build`'s and `report`'s.
+//!    `build::container`, `error` and `labels`.
 //! 5. [`status::conditions`] (pure): each condition's verdict and the wire vocabulary of
 //!    conditions; uses `report` and `validate`.
 //! 6. [`metrics`]: the operator's Prometheus metrics; uses `status::conditions` (the

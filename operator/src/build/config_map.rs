@@ -11,10 +11,10 @@ use berth_crds::{
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 
-use super::error::BuildError;
 use super::owner::Owner;
 use super::secret::SESSION_KEY_ENV;
 use super::stdio::STDIO_SOCKET;
+use crate::error::BuildError;
 
 /// Proxy environment variable holding the bearer token clients must present, filled by the
 /// kubelet from `spec.proxy.auth.bearerTokenSecretRef`.

@@ -16,8 +16,8 @@ use std::fmt::Write as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
-use super::error::BuildError;
 use super::owner::Owner;
+use crate::error::BuildError;
 
 /// Proxy environment variable holding the session key (the rendered config's `sessionKeyEnv`).
 pub const SESSION_KEY_ENV: &str = "BERTH_SESSION_KEY";

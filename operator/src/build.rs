@@ -10,7 +10,6 @@ pub mod config_hash;
 pub mod config_map;
 pub mod container;
 pub mod deployment;
-pub mod error;
 pub mod network_policy;
 mod owner;
 pub mod pod;
@@ -19,7 +18,8 @@ pub mod secret;
 pub mod service;
 pub mod stdio;
 
-pub use error::BuildError;
+// The error of `build` lives in `error`, below every step (issue 17); still reachable here.
+pub use crate::error::BuildError;
 
 use berth_crds::{McpUpstream, ProxyConfig};
 use k8s_openapi::api::apps::v1::Deployment;

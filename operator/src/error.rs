@@ -2,14 +2,19 @@
 //! returns it: [`crate::apply`], [`crate::status`] and [`crate::reconcile`] return it,
 //! [`crate::controller`] retries on it and [`crate::metrics`] counts it by [`Error::kind`].
 //!
-//! Responsible for: the variants (one per failed operation) and their bounded kinds. Not
+//! Responsible for: the variants (one per failed operation) and their bounded kinds, and the
+//! errors of the steps it wraps ([`BuildError`] of [`crate::build`], [`ListPodsError`] of
+//! [`crate::report`]), so the error sits below every step and uses nothing of the crate. Not
 //! responsible for: what to do about one ([`crate::reconcile::error_policy`]); an invalid spec is
 //! not an error (it becomes a condition, see [`crate::validate`]).
 
-use std::time::Duration;
+mod build;
+mod report;
 
-use crate::build::BuildError;
-use crate::report::ListPodsError;
+pub use build::BuildError;
+pub use report::ListPodsError;
+
+use std::time::Duration;
 
 /// A reconcile that failed for a reason worth retrying.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,9 @@ use serde::Deserialize;
 use crate::build::container::UPSTREAM_CONTAINER;
 use crate::labels;
 
+// The error of `read` lives in `error`, below every step (issue 17); still reachable here.
+pub use crate::error::ListPodsError;
+
 /// Longest the operator waits for one proxy's admin endpoints (`/tools` and `/readyz`
 /// together), connection included.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -135,17 +138,6 @@ impl UpstreamState {
         let restarts = self.stdio?.restarts;
         (!self.ready && restarts > 0).then_some(restarts)
     }
-}
-
-/// Reading the pods failed.
-#[derive(Debug, thiserror::Error)]
-#[error("failed to list pods of {name}")]
-pub struct ListPodsError {
-    /// Name of the McpUpstream.
-    pub name: String,
-    /// The API error.
-    #[source]
-    pub source: kube::Error,
 }
 
 /// Lists the pods of `upstream` and asks one of their proxies (a ready one if any) for its

@@ -10,7 +10,7 @@
 use berth_crds::{McpUpstream, PolicyFinding, ProxyConfig, ProxyConfigError, Transport};
 use kube::ResourceExt;
 
-use crate::build::config_map::proxy_config;
+use crate::render::proxy_config;
 
 /// Longest name an McpUpstream can have: its Service is named after it, and Service names are
 /// DNS-1035 labels (RFC 1035), at most 63 characters.

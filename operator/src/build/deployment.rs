@@ -19,7 +19,8 @@
 //! - `terminationGracePeriodSeconds` covers the proxy's drain and the longest request
 //!   ([`termination_grace_seconds`]), so a rolling update loses no call.
 //!
-//! Not responsible for: the config's content ([`super::config_map`]).
+//! Not responsible for: the config's content ([`crate::render`], stored by
+//! [`super::config_map`]).
 
 use std::collections::BTreeMap;
 
@@ -38,11 +39,11 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 pub use super::container::{PROXY_CONTAINER, RUN_AS_ID, UPSTREAM_CONTAINER};
 
 use super::config_hash::config_hash;
-use super::config_map::DOWNSTREAM_TOKEN_ENV;
 use super::container::{container_security_context, runtime_default_seccomp};
 use super::owner::Owner;
 use super::{pod, secret, stdio};
 use crate::labels;
+use crate::render::{DOWNSTREAM_TOKEN_ENV, header_env_var};
 
 /// Pod-template annotation carrying [`config_hash`] of the rendered proxy config, so a config
 /// change alone rolls the pods.
@@ -215,10 +216,10 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 
 /// The berth proxy of the McpUpstream `name`. Its Secret values reach it as environment
 /// variables filled by the kubelet, never through the ConfigMap or a command line: the session
-/// key ([`secret::SESSION_KEY_ENV`]), the client token ([`DOWNSTREAM_TOKEN_ENV`], with
-/// `spec.proxy.auth`), Secret-backed upstream headers
-/// ([`super::config_map::header_env_var`]) and the OTLP export headers
-/// (`spec.telemetry.traces.headersSecret`, [`telemetry_env`]).
+/// key ([`SESSION_KEY_ENV`](crate::render::SESSION_KEY_ENV)), the client token
+/// ([`DOWNSTREAM_TOKEN_ENV`], with `spec.proxy.auth`), Secret-backed upstream headers
+/// ([`header_env_var`]) and the OTLP export headers (`spec.telemetry.traces.headersSecret`,
+/// [`telemetry_env`]).
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
     env.extend(mcp_upstream_env(name));
@@ -245,7 +246,7 @@ fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Con
             .filter_map(|(index, header)| {
                 let source = header.value_from.as_ref()?;
                 Some(secret_env(
-                    super::config_map::header_env_var(index),
+                    header_env_var(index),
                     source.secret_key_ref.clone(),
                 ))
             }),

@@ -7,7 +7,7 @@ use berth_crds::McpUpstream;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use super::error::BuildError;
+use crate::error::BuildError;
 use crate::labels;
 
 /// Identity shared by every child: where it lives and who owns it.

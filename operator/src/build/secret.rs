@@ -16,11 +16,10 @@ use std::fmt::Write as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, Secret, SecretKeySelector};
 
-use super::error::BuildError;
 use super::owner::Owner;
+use crate::error::BuildError;
+use crate::render::SESSION_KEY_ENV;
 
-/// Proxy environment variable holding the session key (the rendered config's `sessionKeyEnv`).
-pub const SESSION_KEY_ENV: &str = "BERTH_SESSION_KEY";
 /// Key of the session key inside the Secret.
 pub const SESSION_KEY_KEY: &str = "key";
 /// Random bytes in a session key (256 bits, the HMAC-SHA-256 block of entropy).

@@ -18,6 +18,7 @@ use berth_crds::McpUpstreamSpec;
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
 
 use super::container::{UPSTREAM_CONTAINER, container_security_context};
+use crate::render::STDIO_SOCKET;
 
 /// Name of the init container that installs the berth binary.
 pub const INSTALL_CONTAINER: &str = "berth-install";
@@ -25,10 +26,9 @@ pub const INSTALL_CONTAINER: &str = "berth-install";
 pub const BIN_DIR: &str = "/berth/bin";
 /// Path of the berth binary inside [`BIN_DIR`].
 pub const BERTH_BINARY: &str = "/berth/bin/berth-proxy";
-/// Directory (an `emptyDir`) shared by the upstream sidecar and the proxy for the socket.
+/// Directory (an `emptyDir`) shared by the upstream sidecar and the proxy for the socket
+/// [`STDIO_SOCKET`].
 pub const STDIO_DIR: &str = "/berth/stdio";
-/// Unix socket of the stdio host, inside [`STDIO_DIR`].
-pub const STDIO_SOCKET: &str = "/berth/stdio/host.sock";
 
 const BIN_VOLUME: &str = "berth-bin";
 const STDIO_VOLUME: &str = "berth-stdio";
@@ -97,5 +97,17 @@ fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
         mount_path: path.to_owned(),
         read_only: read_only.then_some(true),
         ..VolumeMount::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn stdio_socket_lies_in_the_shared_directory() {
+        assert_eq!(Path::new(STDIO_SOCKET).parent(), Some(Path::new(STDIO_DIR)));
     }
 }

@@ -1,8 +1,8 @@
 //! Layers without cycles (issue 17): the module graph of each library crate, read from its
 //! sources (see `graph.rs` for what counts as a module and as an edge), has no cycle in
-//! `berth-crds`, `berth-operator` and `berth-proxy`; and no module of the proxy uses one of a
-//! layer above its own ([`PROXY_LAYERS`], the module map in `proxy/src/lib.rs`). Needs nothing
-//! but the sources.
+//! `berth-crds`, `berth-operator` and `berth-proxy`; and no module of the operator or the proxy
+//! uses one of a layer above its own ([`OPERATOR_LAYERS`] and [`PROXY_LAYERS`], the module maps
+//! in `operator/src/lib.rs` and `proxy/src/lib.rs`). Needs nothing but the sources.
 
 mod graph;
 
@@ -45,6 +45,23 @@ const PROXY_LAYERS: &[&[&str]] = &[
     ],
     &["front::mcp", "front::admin"],
     &["server", "lint"],
+];
+
+/// The operator's layers, bottom first, by module path, as [`PROXY_LAYERS`]: the module map in
+/// `operator/src/lib.rs`. The crate root (`crate`) is in the bottom layer: its constants use
+/// nothing, and its `pub use` items are the crate's facade, no edge (see `graph.rs`).
+const OPERATOR_LAYERS: &[&[&str]] = &[
+    &["crate", "labels", "settings"],
+    &["error"],
+    &["render"],
+    &["validate"],
+    &["build"],
+    &["report"],
+    &["status::conditions"],
+    &["metrics"],
+    &["apply", "status"],
+    &["reconcile"],
+    &["admin", "controller"],
 ];
 
 fn workspace_root() -> PathBuf {
@@ -134,26 +151,37 @@ fn upward_edges(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn proxy_modules_use_no_layer_above_their_own() {
-    let graph = crate_graph("proxy");
+/// Asserts that every module of the crate in `dir` is in one of `layers` (named `name` in this
+/// file) and uses none of a layer above its own.
+fn assert_layered(dir: &str, name: &str, layers: &[&[&str]]) {
+    let graph = crate_graph(dir);
     let unplaced: Vec<String> = graph
         .modules()
         .into_iter()
-        .filter(|module| module != "crate" && layer_of(PROXY_LAYERS, module).is_none())
+        .filter(|module| module != "crate" && layer_of(layers, module).is_none())
         .collect();
     assert!(
         unplaced.is_empty(),
-        "proxy: modules in no layer; place them in PROXY_LAYERS (tests/tests/layers/main.rs) \
-         and in the module map of proxy/src/lib.rs: {unplaced:?}"
+        "{dir}: modules in no layer; place them in {name} (tests/tests/layers/main.rs) \
+         and in the module map of {dir}/src/lib.rs: {unplaced:?}"
     );
-    let upward = upward_edges(&graph, PROXY_LAYERS);
+    let upward = upward_edges(&graph, layers);
     assert!(
         upward.is_empty(),
-        "proxy: modules using a layer above their own (pass what they need in, or move it \
+        "{dir}: modules using a layer above their own (pass what they need in, or move it \
          down):\n{}",
         upward.join("\n")
     );
+}
+
+#[test]
+fn operator_modules_use_no_layer_above_their_own() {
+    assert_layered("operator", "OPERATOR_LAYERS", OPERATOR_LAYERS);
+}
+
+#[test]
+fn proxy_modules_use_no_layer_above_their_own() {
+    assert_layered("proxy", "PROXY_LAYERS", PROXY_LAYERS);
 }
 
 /// The proxy's folders read in layer order (the module map in `proxy/src/lib.rs`): listed bottom

@@ -1,5 +1,5 @@
 //! Why the children of an McpUpstream could not be built: [`BuildError`], the one error of
-//! [`super::build`] and its steps.
+//! [`crate::build`] and its steps.
 //!
 //! Not responsible for: specs that cannot be served (that is [`crate::validate::InvalidSpec`]).
 

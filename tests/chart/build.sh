@@ -14,6 +14,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=../go-tool.sh
+source "$here/../go-tool.sh"
 log() { printf 'chart/build.sh: %s\n' "$*" >&2; }
 
 # Bump when the build flags below change, to invalidate existing caches.
@@ -47,20 +49,10 @@ done
 
 have_all() { local b; for b in "${bins[@]}"; do [[ -x $bin_dir/$b ]] || return 1; done; }
 
-# Fast path: everything already built.
-if have_all; then echo "$bin_dir"; exit 0; fi
-
+# Built already (or by a concurrent builder of the same key, waited for): nothing to do.
+if cache_claim "$key_dir" have_all; then echo "$bin_dir"; exit 0; fi
 mkdir -p "$bin_dir"
-# Serialise concurrent builders of the same key; the loser finds the binaries.
-if command -v flock >/dev/null; then
-  exec 9>"$key_dir/.lock"
-  flock 9
-  if have_all; then echo "$bin_dir"; exit 0; fi
-fi
-
-go=${GO:-go}
-command -v "$go" >/dev/null || go=/usr/local/go/bin/go
-command -v "$go" >/dev/null || { log "no Go toolchain found (set GO=/path/to/go)"; exit 1; }
+go=$(go_toolchain)
 
 # Static, reproducible builds that ignore any surrounding go.work.
 export CGO_ENABLED=0 GOWORK=off

@@ -15,6 +15,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=../go-tool.sh
+source "$here/../go-tool.sh"
 log() { printf 'build-runtime.sh: %s\n' "$*" >&2; }
 
 # Bump when the build flags below change, to invalidate existing caches.
@@ -32,18 +34,10 @@ key_dir="${BERTH_CACHE_DIR:-$HOME/.cache/berth}/runtime/containerd-${containerd_
 bins=(bin/containerd bin/containerd-shim-runc-v2 bin/ctr bin/runc cni/bin/bridge cni/bin/host-local cni/bin/loopback cni/bin/portmap)
 
 have_all() { local b; for b in "${bins[@]}"; do [[ -x $key_dir/$b ]] || return 1; done; }
-if have_all; then echo "$key_dir"; exit 0; fi
-
+# Built already (or by a concurrent builder of the same key, waited for): nothing to do.
+if cache_claim "$key_dir" have_all; then echo "$key_dir"; exit 0; fi
 mkdir -p "$key_dir/bin" "$key_dir/cni/bin"
-if command -v flock >/dev/null; then
-  exec 9>"$key_dir/.lock"
-  flock 9
-  if have_all; then echo "$key_dir"; exit 0; fi
-fi
-
-go=${GO:-go}
-command -v "$go" >/dev/null || go=/usr/local/go/bin/go
-command -v "$go" >/dev/null || { log "no Go toolchain found (set GO=/path/to/go)"; exit 1; }
+go=$(go_toolchain)
 
 # Static builds: without cgo containerd leaves out the btrfs snapshotter, which this node does
 # not use (it runs the overlayfs snapshotter).

@@ -243,3 +243,70 @@ async fn unknown_last_event_id_gets_the_standalone_stream_and_older_sessions_no_
     );
     proxy.shutdown().await;
 }
+
+/// Issue 14: each session's replay log has its own bounds (4 MiB), but those add up with the
+/// sessions: 64 sessions relaying 64 KiB results kept 231 MiB. All sessions together now keep
+/// at most `BERTH_REPLAY_BYTES` once their streams have finished, the stream that finished
+/// first (in any session) forgotten first; the newest stream still resumes.
+#[tokio::test]
+async fn replay_kept_by_all_sessions_stays_within_the_budget() {
+    const BUDGET: usize = 200_000;
+    let upstream = FaultUpstream::builder()
+        .faults(Faults {
+            sse_replies: true,
+            ..Faults::default()
+        })
+        .start()
+        .await;
+    let cfg = config(&upstream.url, "10s");
+    berth_proxy::install_crypto_provider();
+    let proxy = berth_proxy::start_with_env(&cfg, &|var| {
+        (var == "BERTH_REPLAY_BYTES").then(|| BUDGET.to_string())
+    })
+    .await
+    .expect("proxy starts");
+    berth_tests::proxy::wait_ready(&proxy, std::time::Duration::from_secs(30)).await;
+    let url = mcp_url(&proxy);
+    let text = "x".repeat(64 * 1024);
+    let mut streams = Vec::new();
+    for _ in 0..8 {
+        let (session, _) =
+            berth_tests::proxy::open_session_with(&url, "2025-11-25", json!({})).await;
+        for n in 0..3 {
+            let body = call(json!(n), "echo", json!({ "message": text }));
+            let mut events = post_events(&url, &session, "2025-11-25", &body).await;
+            let priming = next(&mut events).await.id.expect("a priming id");
+            let result = data(&next(&mut events).await);
+            assert_eq!(result["result"]["content"][0]["text"], json!(text));
+            streams.push((session.clone(), priming));
+        }
+    }
+    // 24 finished streams of more than 64 KiB each: over 1.5 MiB without the budget.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let metrics = scrape(&proxy).await;
+    let kept = sample(&metrics, "berth_proxy_replay_bytes");
+    assert!(
+        kept > 0.0 && kept <= BUDGET as f64,
+        "kept {kept} bytes, budget {BUDGET}"
+    );
+
+    let (oldest_session, oldest) = &streams[0];
+    let _standalone = resume(&url, oldest_session, oldest).await;
+    let (newest_session, newest) = streams.last().expect("streams");
+    let mut replayed = resume(&url, newest_session, newest).await;
+    assert_eq!(
+        data(&next(&mut replayed).await)["result"]["content"][0]["text"],
+        json!(text),
+        "the newest finished stream is kept"
+    );
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_stream_resumptions_total{result="unknown"}"#
+        ),
+        1.0,
+        "the oldest stream, of another session, was forgotten: {metrics}"
+    );
+    proxy.shutdown().await;
+}

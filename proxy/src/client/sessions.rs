@@ -34,6 +34,8 @@ pub struct Sessions {
     signer: Option<signed_id::SessionSigner>,
     ended: Mutex<HashMap<String, Instant>>,
     request_scoped: Arc<std::sync::atomic::AtomicUsize>,
+    /// The replay budget every session's event log counts against.
+    replay: Arc<events::ReplayBudget>,
 }
 
 impl Sessions {
@@ -45,7 +47,24 @@ impl Sessions {
             signer: None,
             ended: Mutex::new(HashMap::new()),
             request_scoped: Arc::default(),
+            replay: Arc::new(events::ReplayBudget::new(
+                events::DEFAULT_REPLAY_BYTES,
+                prometheus::IntGauge::new("replay_bytes", "unregistered").expect("valid gauge"),
+            )),
         }
+    }
+
+    /// The same store whose sessions keep at most `bytes` of message text for `Last-Event-ID`
+    /// resumption, all together ([`events::ReplayBudget`]), counted in `used`
+    /// (`berth_proxy_replay_bytes`).
+    pub fn with_replay_budget(mut self, bytes: usize, used: prometheus::IntGauge) -> Self {
+        self.replay = Arc::new(events::ReplayBudget::new(bytes, used));
+        self
+    }
+
+    /// Bytes of message text all sessions keep for resumption now.
+    pub fn replay_bytes(&self) -> usize {
+        self.replay.used()
     }
 
     /// The same store issuing ids signed by `signer`, and adopting ids it signed.
@@ -103,7 +122,7 @@ impl Sessions {
             server_requests: Mutex::new(HashMap::new()),
             next_server_request: std::sync::atomic::AtomicU64::new(1),
             standalone: Mutex::new(None),
-            events: Arc::default(),
+            events: Arc::new(events::EventLog::new(Arc::clone(&self.replay))),
             dedicated,
             closed: CancellationToken::new(),
             scope: None,

@@ -99,6 +99,9 @@ pub struct Metrics {
     pub tools_discovered: IntGauge,
     /// `berth_proxy_downstream_sessions`: live client sessions.
     pub downstream_sessions: IntGauge,
+    /// `berth_proxy_replay_bytes`: message text all sessions keep for `Last-Event-ID`
+    /// resumption, bytes (at most `BERTH_REPLAY_BYTES` once live streams have finished).
+    pub replay_bytes: IntGauge,
     /// `berth_proxy_downstream_sessions_expired_total`: client sessions ended by idle expiry.
     pub downstream_sessions_expired: IntCounter,
     /// `berth_proxy_downstream_sessions_adopted_total`: client sessions issued by another
@@ -269,6 +272,11 @@ impl Metrics {
             "live downstream client sessions",
         )
         .expect("valid metric");
+        let replay_bytes = IntGauge::new(
+            "berth_proxy_replay_bytes",
+            "message text kept by all sessions for Last-Event-ID resumption, bytes",
+        )
+        .expect("valid metric");
         let downstream_sessions_expired = IntCounter::new(
             "berth_proxy_downstream_sessions_expired_total",
             "downstream sessions ended by idle expiry",
@@ -334,6 +342,7 @@ impl Metrics {
             Box::new(client_notifications_failed.clone()),
             Box::new(tools_discovered.clone()),
             Box::new(downstream_sessions.clone()),
+            Box::new(replay_bytes.clone()),
             Box::new(downstream_sessions_expired.clone()),
             Box::new(downstream_sessions_adopted.clone()),
             Box::new(downstream_sessions_evicted.clone()),
@@ -396,6 +405,7 @@ impl Metrics {
             client_notifications_failed,
             tools_discovered,
             downstream_sessions,
+            replay_bytes,
             downstream_sessions_expired,
             downstream_sessions_adopted,
             downstream_sessions_evicted,

@@ -39,15 +39,33 @@ pub struct Load {
     /// `None`: closed loop (a worker sends its next call when the last returns). `Some(r)`: open
     /// loop at `r` calls per second in total, latency counted from when each call was due.
     pub rate: Option<u32>,
+    /// Length of the `echo` message, bytes; it travels in the request's `arguments` and back in
+    /// the result. 0: the five-byte message `bench`.
+    pub payload_bytes: usize,
 }
 
 impl Load {
-    /// `"16"` for a closed loop, `"64@2000/s"` for an open one.
+    /// `"16"` for a closed loop, `"64@2000/s"` for an open one; with a payload, its size
+    /// follows (`"64, 64 KiB"`).
     #[must_use]
     pub fn label(&self) -> String {
-        match self.rate {
+        let shape = match self.rate {
             None => self.sessions.to_string(),
             Some(rate) => format!("{}@{rate}/s", self.sessions),
+        };
+        match self.payload_bytes {
+            0 => shape,
+            bytes if bytes % 1024 == 0 => format!("{shape}, {} KiB", bytes / 1024),
+            bytes => format!("{shape}, {bytes} B"),
+        }
+    }
+
+    /// The `echo` message of this load's calls.
+    #[must_use]
+    pub fn message(&self) -> String {
+        match self.payload_bytes {
+            0 => "bench".to_owned(),
+            bytes => "x".repeat(bytes),
         }
     }
 }
@@ -99,13 +117,15 @@ pub async fn run_on(
     let period = load
         .rate
         .map(|rate| Duration::from_secs_f64(workers as f64 / f64::from(rate)));
+    let message: Arc<str> = load.message().into();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (n, session) in sessions.iter().cloned().enumerate() {
         let (client, url, ids) = (client.clone(), url.to_owned(), ids.clone());
+        let message = Arc::clone(&message);
         tasks.push(tokio::spawn(async move {
             for _ in 0..warm {
-                call_echo(&client, &url, &session, &ids).await?;
+                call_echo(&client, &url, &session, &ids, &message).await?;
             }
             let mut ticks = period.map(|period| {
                 let offset = period.mul_f64(n as f64 / workers as f64);
@@ -120,7 +140,7 @@ pub async fn run_on(
                     Some(ticks) => ticks.tick().await.into_std(),
                     None => Instant::now(),
                 };
-                call_echo(&client, &url, &session, &ids).await?;
+                call_echo(&client, &url, &session, &ids, &message).await?;
                 latencies.push(due.elapsed());
             }
             anyhow::Ok(latencies)
@@ -167,16 +187,18 @@ where
     Ok(Figures::of(latencies, count, started.elapsed()))
 }
 
-/// One `tools/call echo` on `session`; fails unless the answer is a JSON-RPC result.
+/// One `tools/call echo` of `message` on `session`; fails unless the answer is a JSON-RPC
+/// result.
 async fn call_echo(
     client: &reqwest::Client,
     url: &str,
     session: &str,
     ids: &AtomicU64,
+    message: &str,
 ) -> anyhow::Result<()> {
     let id = ids.fetch_add(1, Ordering::Relaxed);
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": "echo", "arguments": {"message": "bench"}}});
+        "params": {"name": "echo", "arguments": {"message": message}}});
     let response = post(client, url, Some(session), body.to_string()).await?;
     let status = response.status();
     let text = response.text().await?;

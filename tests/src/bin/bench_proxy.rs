@@ -18,9 +18,11 @@
 //! `tests/peers/bench/plot.py`). Run it with `scripts/bench.sh`, which installs the peers.
 //! Flags: `--proxy-bin PATH`, `--requests N` (per load, default 5000), `--rate N` (default
 //! 2000), `--sessions N` (idle sessions, default 1000), `--opens N` (default 50),
-//! `--client-calls N` (default 200), `--only TEXT` (systems whose name contains TEXT, and the
-//! directs), `--json PATH`, `--audit-log Stdout|Off` (passed to every Berth system; Berth's
-//! default, Stdout, writes one audit line per call, here to /dev/null).
+//! `--client-calls N` (default 200), `--only TEXT[,TEXT...]` (systems whose name contains one
+//! TEXT, and the directs), `--json PATH`, `--audit-log Stdout|Off` (passed to every Berth
+//! system; Berth's default, Stdout, writes one audit line per call, here to /dev/null),
+//! `--payload-bytes N` (each call's `echo` message is N bytes, in the request and back in the
+//! result; default the five bytes `bench`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,6 +50,8 @@ struct Args {
     json: Option<PathBuf>,
     /// `--audit-log` for every Berth system (`Stdout`, the default, or `Off`).
     audit_log: Option<String>,
+    /// `--payload-bytes`: the length of every call's `echo` message (0: `bench`).
+    payload_bytes: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -61,6 +65,7 @@ fn parse_args() -> anyhow::Result<Args> {
         only: None,
         json: None,
         audit_log: None,
+        payload_bytes: 0,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(flag) = argv.next() {
@@ -78,9 +83,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--only" => args.only = Some(value),
             "--json" => args.json = Some(value.into()),
             "--audit-log" => args.audit_log = Some(value),
+            "--payload-bytes" => args.payload_bytes = number("--payload-bytes")?,
             _ => bail!(
                 "unknown flag {flag} (known: --proxy-bin, --requests, --rate, --sessions, \
-                 --opens, --client-calls, --only, --json, --audit-log)"
+                 --opens, --client-calls, --only, --json, --audit-log, --payload-bytes)"
             ),
         }
     }
@@ -235,21 +241,25 @@ async fn main() -> anyhow::Result<()> {
             sessions: 1,
             requests: args.requests,
             rate: None,
+            payload_bytes: args.payload_bytes,
         },
         Load {
             sessions: 16,
             requests: args.requests,
             rate: None,
+            payload_bytes: args.payload_bytes,
         },
         Load {
             sessions: 64,
             requests: args.requests,
             rate: None,
+            payload_bytes: args.payload_bytes,
         },
         Load {
             sessions: 64,
             requests: args.requests,
             rate: Some(args.rate),
+            payload_bytes: args.payload_bytes,
         },
     ];
     let mut report = Report {
@@ -264,7 +274,7 @@ async fn main() -> anyhow::Result<()> {
     for kind in KINDS {
         let wanted = match (&args.only, kind) {
             (None, _) | (_, Kind::Direct(_)) => true,
-            (Some(only), kind) => kind.name().contains(only.as_str()),
+            (Some(only), kind) => only.split(',').any(|part| kind.name().contains(part)),
         };
         if !wanted {
             continue;

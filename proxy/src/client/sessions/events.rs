@@ -11,9 +11,12 @@
 //! another replica is never taken for one of ours.
 //!
 //! Bounds: [`STREAM_EVENTS`] events per stream, [`RETAINED_BYTES`] of message text per
-//! session (the oldest finished streams go first), and a standalone stream nobody reads is
-//! given up after [`DETACHED_GRACE`], after which server messages for it are dropped and
-//! counted as before.
+//! session (the oldest finished streams go first), the [`ReplayBudget`] of all sessions
+//! together (the streams that finished first, in any session, go first), and a standalone
+//! stream nobody reads is given up after [`DETACHED_GRACE`], after which server messages for it
+//! are dropped and counted as before.
+
+mod budget;
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -24,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wire::answer::StreamEvent;
 use crate::wire::jsonrpc::WireMessage;
+pub use budget::{DEFAULT_REPLAY_BYTES, REPLAY_BYTES_ENV, ReplayBudget};
 
 /// Events kept per stream for replay; older ones are dropped first.
 pub const STREAM_EVENTS: usize = 256;
@@ -50,6 +54,8 @@ pub enum StreamKind {
 pub struct EventLog {
     prefix: String,
     inner: Mutex<Inner>,
+    /// The replay budget of all sessions, which this log's kept bytes count against.
+    budget: Arc<ReplayBudget>,
 }
 
 #[derive(Debug, Default)]
@@ -88,12 +94,31 @@ impl Unresumable {
     }
 }
 
-impl Default for EventLog {
-    fn default() -> Self {
-        Self {
-            prefix: format!("{:08x}", rand_u32()),
-            inner: Mutex::new(Inner::default()),
-        }
+impl Drop for EventLog {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.budget.release(inner.bytes);
+    }
+}
+
+impl budget::Forget for EventLog {
+    fn forget(&self, stream: u64) {
+        let released = {
+            let mut inner = self.lock();
+            match inner
+                .streams
+                .iter()
+                .position(|s| s.number == stream && s.finished)
+            {
+                Some(index) => inner.remove(index),
+                None => 0,
+            }
+        };
+        self.budget.release(released);
+    }
+
+    fn holds(&self, stream: u64) -> bool {
+        self.lock().streams.iter().any(|s| s.number == stream)
     }
 }
 
@@ -103,6 +128,15 @@ fn rand_u32() -> u32 {
 }
 
 impl EventLog {
+    /// An empty log whose kept bytes count against `budget`.
+    pub fn new(budget: Arc<ReplayBudget>) -> Self {
+        Self {
+            prefix: format!("{:08x}", rand_u32()),
+            inner: Mutex::new(Inner::default()),
+            budget,
+        }
+    }
+
     /// Numbers the messages of `messages` and keeps them until the stream ends (the sender
     /// side is dropped) or `closed` fires (the session ended). Returns the events for the
     /// connection: the priming event first when `prime`, then each message. The returned
@@ -133,7 +167,7 @@ impl EventLog {
                 finished: false,
                 connection: Some(tx),
             });
-            inner.trim();
+            self.budget.release(inner.trim());
             number
         };
         tokio::spawn(Arc::clone(self).pump(kind, number, messages, closed));
@@ -248,12 +282,16 @@ impl EventLog {
                 };
                 let connection = stream.connection.clone();
                 inner.bytes = inner.bytes + size - dropped;
+                self.budget.add(size);
+                self.budget.release(dropped);
                 (seq, connection)
             }
             // Forgotten under the bounds while live: its connection still gets the message.
             None => (0, None),
         };
-        inner.trim();
+        self.budget.release(inner.trim());
+        drop(guard);
+        self.budget.enforce();
         let event = StreamEvent {
             id: self.event_id(number, seq),
             message: Some(message),
@@ -281,14 +319,20 @@ impl EventLog {
         }
     }
 
-    fn finish(&self, number: u64) {
-        let mut inner = self.lock();
-        if let Some(stream) = inner.streams.iter_mut().find(|s| s.number == number) {
-            stream.finished = true;
-            // Dropping the sender ends the connection's SSE body once it has been written.
-            stream.connection = None;
+    fn finish(self: &Arc<Self>, number: u64) {
+        {
+            let mut inner = self.lock();
+            if let Some(stream) = inner.streams.iter_mut().find(|s| s.number == number) {
+                stream.finished = true;
+                // Dropping the sender ends the connection's SSE body once it has been written.
+                stream.connection = None;
+            }
+            self.budget.release(inner.trim());
         }
-        inner.trim();
+        let log: std::sync::Weak<Self> = Arc::downgrade(self);
+        self.budget
+            .finished(log as std::sync::Weak<dyn budget::Forget>, number);
+        self.budget.enforce();
     }
 
     fn event_id(&self, number: u64, seq: u64) -> String {
@@ -308,25 +352,37 @@ impl EventLog {
 
 impl Inner {
     /// Forgets the oldest finished streams while over [`RETAINED_BYTES`] or
-    /// [`RETAINED_STREAMS`].
-    fn trim(&mut self) {
+    /// [`RETAINED_STREAMS`]. Returns the bytes released.
+    fn trim(&mut self) -> usize {
+        let mut released = 0;
         while self.bytes > RETAINED_BYTES || self.streams.len() > RETAINED_STREAMS {
             let Some(index) = self.streams.iter().position(|s| s.finished) else {
                 // Only live streams: drop the oldest kept event of the oldest stream.
                 let Some(stream) = self.streams.iter_mut().find(|s| !s.events.is_empty()) else {
-                    return;
+                    break;
                 };
                 let (_, message) = stream.events.pop_front().expect("non-empty");
                 self.bytes -= message.sse_data().len();
+                released += message.sse_data().len();
                 continue;
             };
-            let stream = self.streams.remove(index).expect("index in range");
-            self.bytes -= stream
-                .events
-                .iter()
-                .map(|(_, m)| m.sse_data().len())
-                .sum::<usize>();
+            released += self.remove(index);
         }
+        released
+    }
+
+    /// Forgets the stream at `index`. Returns the bytes released.
+    fn remove(&mut self, index: usize) -> usize {
+        let Some(stream) = self.streams.remove(index) else {
+            return 0;
+        };
+        let bytes = stream
+            .events
+            .iter()
+            .map(|(_, m)| m.sse_data().len())
+            .sum::<usize>();
+        self.bytes -= bytes;
+        bytes
     }
 }
 
@@ -344,136 +400,4 @@ async fn gone(connection: Option<&mpsc::Sender<StreamEvent>>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn text(event: &StreamEvent) -> String {
-        event
-            .message
-            .as_ref()
-            .map_or_else(String::new, |m| m.sse_data().to_string())
-    }
-
-    #[tokio::test]
-    async fn a_dropped_connection_resumes_after_the_last_id_it_saw() {
-        let log = Arc::new(EventLog::default());
-        let (tx, rx) = mpsc::channel(8);
-        let mut first = log.carry(StreamKind::Reply, rx, true, CancellationToken::new());
-        let priming = first.recv().await.expect("priming event");
-        assert!(priming.message.is_none(), "{priming:?}");
-        tx.send(json!({"n": 1}).into())
-            .await
-            .expect("the pump reads");
-        let one = first.recv().await.expect("first message");
-        assert_eq!(text(&one), r#"{"n":1}"#);
-        drop(first);
-        tx.send(json!({"n": 2}).into())
-            .await
-            .expect("the pump reads");
-        tx.send(json!({"n": 3}).into())
-            .await
-            .expect("the pump reads");
-        drop(tx);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let mut resumed = log.resume(&one.id).expect("resumable");
-        let mut seen = Vec::new();
-        while let Some(event) = resumed.recv().await {
-            seen.push(text(&event));
-        }
-        assert_eq!(
-            seen,
-            [r#"{"n":2}"#, r#"{"n":3}"#],
-            "replayed, then the stream ended"
-        );
-        let mut again = log.resume(&priming.id).expect("from the priming id");
-        assert_eq!(text(&again.recv().await.expect("an event")), r#"{"n":1}"#);
-    }
-
-    #[tokio::test]
-    async fn ids_of_another_log_or_stream_are_not_resumed() {
-        let log = Arc::new(EventLog::default());
-        let other = EventLog::default();
-        let (tx, rx) = mpsc::channel(8);
-        let mut events = log.carry(StreamKind::Reply, rx, false, CancellationToken::new());
-        tx.send(json!(1).into()).await.expect("the pump reads");
-        let id = events.recv().await.expect("an event").id;
-        assert_eq!(other.resume(&id).err(), Some(Unresumable::Unknown));
-        assert_eq!(log.resume("garbage").err(), Some(Unresumable::Unknown));
-        let unknown_stream = id.replace(".1.", ".7.");
-        assert_eq!(
-            log.resume(&unknown_stream).err(),
-            Some(Unresumable::Unknown)
-        );
-        let future_seq = format!("{}9", id);
-        assert_eq!(log.resume(&future_seq).err(), Some(Unresumable::Unknown));
-    }
-
-    #[tokio::test]
-    async fn old_events_past_the_bound_are_evicted_not_replayed_wrongly() {
-        let log = Arc::new(EventLog::default());
-        let (tx, rx) = mpsc::channel(STREAM_EVENTS + 8);
-        let events = log.carry(StreamKind::Reply, rx, true, CancellationToken::new());
-        drop(events);
-        for n in 0..STREAM_EVENTS + 2 {
-            tx.send(json!(n).into()).await.expect("the pump reads");
-        }
-        drop(tx);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let first = log.event_id(1, 1);
-        assert_eq!(log.resume(&first).err(), Some(Unresumable::Evicted));
-        let mut recent = log.resume(&log.event_id(1, 2)).expect("still kept");
-        assert_eq!(
-            text(&recent.recv().await.expect("an event")),
-            "2",
-            "seq 3 carries message 2"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_closed_session_ends_the_pump_and_its_sender_sees_it() {
-        let log = Arc::new(EventLog::default());
-        let (tx, rx) = mpsc::channel(1);
-        let closed = CancellationToken::new();
-        let _events = log.carry(StreamKind::Standalone, rx, false, closed.clone());
-        closed.cancel();
-        tokio::time::timeout(Duration::from_secs(2), tx.closed())
-            .await
-            .expect("the relay sees the stream end with the session");
-    }
-
-    #[tokio::test]
-    async fn what_was_queued_before_the_session_closed_still_reaches_the_client() {
-        let log = Arc::new(EventLog::default());
-        let (tx, rx) = mpsc::channel(4);
-        let closed = CancellationToken::new();
-        tx.send(json!({"id": 2, "error": {"code": -32000}}).into())
-            .await
-            .expect("queued");
-        closed.cancel();
-        let mut events = log.carry(StreamKind::Standalone, rx, false, closed);
-        let event = tokio::time::timeout(Duration::from_secs(2), events.recv())
-            .await
-            .expect("not stuck")
-            .expect("the queued answer is delivered");
-        assert_eq!(text(&event), r#"{"error":{"code":-32000},"id":2}"#);
-        assert!(events.recv().await.is_none(), "then the stream ends");
-    }
-
-    #[tokio::test]
-    async fn a_reply_stream_outlives_its_session_until_the_call_answers() {
-        let log = Arc::new(EventLog::default());
-        let (tx, rx) = mpsc::channel(4);
-        let closed = CancellationToken::new();
-        let mut events = log.carry(StreamKind::Reply, rx, false, closed.clone());
-        closed.cancel();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        tx.send(json!({"id": 2, "error": {"code": -32000}}).into())
-            .await
-            .expect("the pump still reads");
-        drop(tx);
-        let event = events.recv().await.expect("the late answer is delivered");
-        assert_eq!(text(&event), r#"{"error":{"code":-32000},"id":2}"#);
-        assert!(events.recv().await.is_none());
-    }
-}
+mod tests;

@@ -70,7 +70,9 @@ struct StreamLog {
     number: u64,
     kind: StreamKind,
     next_seq: u64,
-    events: VecDeque<(u64, WireMessage)>,
+    /// The text of each message kept, by sequence number: text only, so a kept message costs
+    /// its bytes and not also its parsed view (re-parsed on the rare replay).
+    events: VecDeque<(u64, bytes::Bytes)>,
     finished: bool,
     connection: Option<mpsc::Sender<StreamEvent>>,
 }
@@ -196,10 +198,14 @@ impl EventLog {
         }
         let replay: Vec<_> = stream.events.iter().filter(|(s, _)| *s > seq).collect();
         let (tx, rx) = mpsc::channel(replay.len() + CONNECTION_BUFFER);
-        for (s, message) in replay {
+        for (s, text) in replay {
+            // Kept text was a message's own: it parses again.
+            let Ok(message) = WireMessage::parse(text) else {
+                continue;
+            };
             let _ = tx.try_send(StreamEvent {
                 id: self.event_id(number, *s),
-                message: Some(message.clone()),
+                message: Some(message),
             });
         }
         stream.connection = (!stream.finished).then_some(tx);
@@ -266,17 +272,15 @@ impl EventLog {
     ) -> (StreamEvent, Option<mpsc::Sender<StreamEvent>>) {
         let mut guard = self.lock();
         let inner = &mut *guard;
-        let size = message.sse_data().len();
+        let text = bytes::Bytes::copy_from_slice(message.text().as_bytes());
+        let size = text.len();
         let (seq, connection) = match inner.streams.iter_mut().find(|s| s.number == number) {
             Some(stream) => {
                 let seq = stream.next_seq;
                 stream.next_seq += 1;
-                stream.events.push_back((seq, message.clone()));
+                stream.events.push_back((seq, text));
                 let dropped = if stream.events.len() > STREAM_EVENTS {
-                    stream
-                        .events
-                        .pop_front()
-                        .map_or(0, |(_, m)| m.sse_data().len())
+                    stream.events.pop_front().map_or(0, |(_, text)| text.len())
                 } else {
                     0
                 };
@@ -361,9 +365,9 @@ impl Inner {
                 let Some(stream) = self.streams.iter_mut().find(|s| !s.events.is_empty()) else {
                     break;
                 };
-                let (_, message) = stream.events.pop_front().expect("non-empty");
-                self.bytes -= message.sse_data().len();
-                released += message.sse_data().len();
+                let (_, text) = stream.events.pop_front().expect("non-empty");
+                self.bytes -= text.len();
+                released += text.len();
                 continue;
             };
             released += self.remove(index);
@@ -379,7 +383,7 @@ impl Inner {
         let bytes = stream
             .events
             .iter()
-            .map(|(_, m)| m.sse_data().len())
+            .map(|(_, text)| text.len())
             .sum::<usize>();
         self.bytes -= bytes;
         bytes

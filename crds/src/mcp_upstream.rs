@@ -65,7 +65,8 @@ pub struct McpUpstreamSpec {
     #[serde(default)]
     pub proxy: ProxySpec,
     /// How client sessions map onto upstream sessions. Default: `Shared` strategy for HTTP
-    /// upstreams, `PerClient` for stdio ones; `{idleTimeout: 30m, maxSessions: 16}`.
+    /// upstreams, `PerClient` for stdio ones; `{idleTimeout: 30m, maxSessions: 16,
+    /// replayBufferMiB: 32}`.
     #[serde(default)]
     pub session: SessionSettings,
     /// When the proxy lists the upstream's tools. Readiness waits for the first listing unless

@@ -28,7 +28,10 @@ use crate::tool_policy::ToolsPolicySpec;
 use crate::transport::Transport;
 pub use downstream_auth::DownstreamAuth;
 pub use error::ProxyConfigError;
-pub use session::{MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, SessionSpec, SessionStrategy};
+pub use session::{
+    MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, REPLAY_BUFFER_MIB_MAX, SessionSpec, SessionStrategy,
+    default_replay_buffer_mib,
+};
 pub use timeouts::{MAX_DRAIN, TimeoutsSpec};
 pub use tools_probe::{DriftPolicy, ToolsProbePolicy, ToolsProbeSpec};
 pub use upstream::{HeaderSource, UpstreamEndpoint};
@@ -135,6 +138,15 @@ impl ProxyConfig {
                 max: MAX_SESSIONS_MAX,
             });
         }
+        let replay_buffer = u64::from(self.session.replay_buffer_mib);
+        if replay_buffer > REPLAY_BUFFER_MIB_MAX {
+            return Err(ProxyConfigError::OutOfRange {
+                field: "session.replayBufferMiB",
+                value: replay_buffer,
+                min: 0,
+                max: REPLAY_BUFFER_MIB_MAX,
+            });
+        }
         if let Some(finding) = self.tools.check().into_iter().next() {
             return Err(ProxyConfigError::Tools(finding));
         }
@@ -231,6 +243,28 @@ mod tests {
             let text = format!("{MINIMAL}session: {{maxSessions: {value}}}\n");
             ProxyConfig::from_yaml(&text).expect("in range accepted");
         }
+    }
+
+    #[test]
+    fn proxy_config_replay_buffer_over_4096_mib_names_the_field() {
+        let text = format!("{MINIMAL}session: {{replayBufferMiB: 4097}}\n");
+        let err = ProxyConfig::from_yaml(&text).expect_err("out of range rejected");
+        assert!(
+            err.to_string()
+                .contains("session.replayBufferMiB must be 0-4096"),
+            "{err}"
+        );
+        for value in [0, 4096] {
+            let text = format!("{MINIMAL}session: {{replayBufferMiB: {value}}}\n");
+            let config = ProxyConfig::from_yaml(&text).expect("in range accepted");
+            assert_eq!(config.session.replay_buffer_bytes(), (value as usize) << 20);
+        }
+        let config = ProxyConfig::from_yaml(MINIMAL).expect("minimal");
+        assert_eq!(
+            config.session.replay_buffer_bytes(),
+            32 << 20,
+            "default 32 MiB"
+        );
     }
 
     #[test]

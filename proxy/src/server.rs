@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::audit::Auditor;
 use crate::client::sessions::Sessions;
-use crate::client::sessions::events::{DEFAULT_REPLAY_BYTES, REPLAY_BYTES_ENV};
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
 use crate::transport::stdio::{StdioEndpoint, Target};
@@ -336,10 +335,10 @@ fn downstream_secrets(
         .as_ref()
         .map(|auth| crate::access::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
         .transpose()?;
-    let replay_bytes =
-        env_number(env, REPLAY_BYTES_ENV)?.map_or(DEFAULT_REPLAY_BYTES, |bytes| bytes as usize);
-    let mut sessions =
-        Sessions::new(idle_timeout).with_replay_budget(replay_bytes, metrics.replay_bytes.clone());
+    let mut sessions = Sessions::new(idle_timeout).with_replay_budget(
+        config.session.replay_buffer_bytes(),
+        metrics.replay_bytes.clone(),
+    );
     if let Some(var) = &config.session_key_env {
         let secret = |problem: String| StartError::Secret {
             var: var.clone(),

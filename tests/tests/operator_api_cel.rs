@@ -140,6 +140,11 @@ async fn operator_api_cel_rejections_name_the_field() {
             "spec.session.idleTimeout",
         ),
         (
+            "replay buffer over 4 GiB",
+            format!("{}  session: {{replayBufferMiB: 4097}}\n", up("")),
+            "spec.session.replayBufferMiB",
+        ),
+        (
             "zero probe interval",
             format!(
                 "{}  toolsProbe: {{policy: Interval, interval: 0s}}\n",

@@ -246,11 +246,11 @@ async fn unknown_last_event_id_gets_the_standalone_stream_and_older_sessions_no_
 
 /// Issue 14: each session's replay log has its own bounds (4 MiB), but those add up with the
 /// sessions: 64 sessions relaying 64 KiB results kept 231 MiB. All sessions together now keep
-/// at most `BERTH_REPLAY_BYTES` once their streams have finished, the stream that finished
+/// at most `session.replayBufferMiB` once their streams have finished, the stream that finished
 /// first (in any session) forgotten first; the newest stream still resumes.
 #[tokio::test]
 async fn replay_kept_by_all_sessions_stays_within_the_budget() {
-    const BUDGET: usize = 200_000;
+    const BUDGET: usize = 1 << 20;
     let upstream = FaultUpstream::builder()
         .faults(Faults {
             sse_replies: true,
@@ -258,14 +258,9 @@ async fn replay_kept_by_all_sessions_stays_within_the_budget() {
         })
         .start()
         .await;
-    let cfg = config(&upstream.url, "10s");
-    berth_proxy::install_crypto_provider();
-    let proxy = berth_proxy::start_with_env(&cfg, &|var| {
-        (var == "BERTH_REPLAY_BYTES").then(|| BUDGET.to_string())
-    })
-    .await
-    .expect("proxy starts");
-    berth_tests::proxy::wait_ready(&proxy, std::time::Duration::from_secs(30)).await;
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.session.replay_buffer_mib = 1;
+    let proxy = start_ready(&cfg).await;
     let url = mcp_url(&proxy);
     let text = "x".repeat(64 * 1024);
     let mut streams = Vec::new();
@@ -281,7 +276,7 @@ async fn replay_kept_by_all_sessions_stays_within_the_budget() {
             streams.push((session.clone(), priming));
         }
     }
-    // 24 finished streams of more than 64 KiB each: over 1.5 MiB without the budget.
+    // 24 finished streams of more than 64 KiB each: over 1.5 MiB without the budget, 1 MiB.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let metrics = scrape(&proxy).await;
     let kept = sample(&metrics, "berth_proxy_replay_bytes");

@@ -9,6 +9,7 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::DurationString;
+use crate::proxy_config::{REPLAY_BUFFER_MIB_MAX, default_replay_buffer_mib};
 use crate::proxy_config::{SessionSpec, SessionStrategy};
 use crate::transport::Transport;
 
@@ -45,6 +46,16 @@ pub struct SessionSettings {
     #[serde(default = "default_max_sessions")]
     #[schemars(with = "i32", range(min = 1, max = 1024))]
     pub max_sessions: u32,
+    /// Message text, in MiB, that all client sessions together keep so a client whose SSE
+    /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
+    /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
+    /// finished first, in any session, are forgotten first; a stream still in progress never
+    /// is. Counts against the proxy container's memory: size it below its memory limit
+    /// (`spec.proxy.resources`). `berth_proxy_replay_bytes` shows what is kept. Range 0-4096.
+    /// Default `32`.
+    #[serde(default = "default_replay_buffer_mib", rename = "replayBufferMiB")]
+    #[schemars(with = "i32", range(min = 0, max = REPLAY_BUFFER_MIB_MAX))]
+    pub replay_buffer_mib: u32,
 }
 
 impl Default for SessionSettings {
@@ -53,6 +64,7 @@ impl Default for SessionSettings {
             strategy: None,
             idle_timeout: default_idle_timeout(),
             max_sessions: default_max_sessions(),
+            replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
 }
@@ -73,6 +85,7 @@ impl SessionSettings {
             strategy: self.strategy_for(transport),
             idle_timeout: self.idle_timeout.clone(),
             max_sessions: self.max_sessions,
+            replay_buffer_mib: self.replay_buffer_mib,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! How downstream (client) sessions map onto upstream sessions (`session`): the strategy, the
-//! idle timeout and the `PerClient` session limit. The McpUpstream spec embeds it unchanged.
+//! idle timeout, the `PerClient` session limit and the replay buffer of all sessions. The
+//! McpUpstream spec embeds it unchanged.
 
 use std::time::Duration;
 
@@ -13,6 +14,8 @@ use crate::duration::DurationString;
 pub const MAX_SESSIONS_MIN: u64 = 1;
 /// Largest `session.maxSessions`.
 pub const MAX_SESSIONS_MAX: u64 = 1024;
+/// Largest `session.replayBufferMiB`.
+pub const REPLAY_BUFFER_MIB_MAX: u64 = 4096;
 
 /// How downstream (client) sessions map onto upstream sessions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -37,6 +40,15 @@ pub struct SessionSpec {
     #[serde(default = "default_max_sessions")]
     #[schemars(with = "i32", range(min = MAX_SESSIONS_MIN, max = MAX_SESSIONS_MAX))]
     pub max_sessions: u32,
+    /// Message text, in MiB, that all client sessions together keep so a client whose SSE
+    /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
+    /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
+    /// finished first, in any session, are forgotten first; a stream still in progress never
+    /// is. Counts against the proxy container's memory: size it below its memory limit.
+    /// `berth_proxy_replay_bytes` shows what is kept. Range 0-4096. Default `32`.
+    #[serde(default = "default_replay_buffer_mib", rename = "replayBufferMiB")]
+    #[schemars(with = "i32", range(min = 0, max = REPLAY_BUFFER_MIB_MAX))]
+    pub replay_buffer_mib: u32,
 }
 
 impl Default for SessionSpec {
@@ -45,11 +57,17 @@ impl Default for SessionSpec {
             strategy: SessionStrategy::default(),
             idle_timeout: default_idle_timeout(),
             max_sessions: default_max_sessions(),
+            replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
 }
 
 impl SessionSpec {
+    /// The replay buffer of all sessions together, in bytes.
+    pub fn replay_buffer_bytes(&self) -> usize {
+        (self.replay_buffer_mib as usize) << 20
+    }
+
     /// The client session idle timeout.
     ///
     /// # Errors
@@ -71,6 +89,11 @@ pub enum SessionStrategy {
 
 fn default_max_sessions() -> u32 {
     16
+}
+
+/// Default `session.replayBufferMiB`.
+pub fn default_replay_buffer_mib() -> u32 {
+    32
 }
 
 fn default_idle_timeout() -> DurationString {

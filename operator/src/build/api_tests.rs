@@ -385,6 +385,10 @@ fn build_stdio_spec_renders_socket_upstream_and_per_client_sessions() {
     );
     assert_eq!(config.session.strategy, SessionStrategy::PerClient);
     assert_eq!(config.session.max_sessions, 8);
+    assert_eq!(
+        config.session.replay_buffer_mib, 8,
+        "spec.session.replayBufferMiB renders"
+    );
 }
 
 #[test]

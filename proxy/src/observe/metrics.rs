@@ -100,7 +100,7 @@ pub struct Metrics {
     /// `berth_proxy_downstream_sessions`: live client sessions.
     pub downstream_sessions: IntGauge,
     /// `berth_proxy_replay_bytes`: message text all sessions keep for `Last-Event-ID`
-    /// resumption, bytes (at most `BERTH_REPLAY_BYTES` once live streams have finished).
+    /// resumption, bytes (at most `session.replayBufferMiB` once live streams have finished).
     pub replay_bytes: IntGauge,
     /// `berth_proxy_downstream_sessions_expired_total`: client sessions ended by idle expiry.
     pub downstream_sessions_expired: IntCounter,

@@ -14,11 +14,8 @@ use std::sync::{Mutex, Weak};
 
 use prometheus::IntGauge;
 
-/// Environment variable: the replay budget of the whole proxy, in bytes (default
-/// [`DEFAULT_REPLAY_BYTES`]).
-pub const REPLAY_BYTES_ENV: &str = "BERTH_REPLAY_BYTES";
-
-/// The default replay budget of the whole proxy: 32 MiB of message text.
+/// The default replay budget of the whole proxy: 32 MiB of message text
+/// (`session.replayBufferMiB`).
 pub const DEFAULT_REPLAY_BYTES: usize = 32 << 20;
 
 /// Entries of the finished queue before the first pruning of those that no longer hold bytes.

@@ -39,7 +39,8 @@ pub struct Sessions {
 }
 
 impl Sessions {
-    /// An empty store whose sessions expire after `idle_timeout` without a request.
+    /// An empty store whose sessions expire after `idle_timeout` without a request, with the
+    /// default replay buffer (`session.replayBufferMiB`; [`Self::with_replay_budget`]).
     pub fn new(idle_timeout: Duration) -> Self {
         Self {
             map: RwLock::new(HashMap::new()),
@@ -48,7 +49,7 @@ impl Sessions {
             ended: Mutex::new(HashMap::new()),
             request_scoped: Arc::default(),
             replay: Arc::new(events::ReplayBudget::new(
-                events::DEFAULT_REPLAY_BYTES,
+                berth_crds::SessionSpec::default().replay_buffer_bytes(),
                 prometheus::IntGauge::new("replay_bytes", "unregistered").expect("valid gauge"),
             )),
         }

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::wire::answer::StreamEvent;
 use crate::wire::jsonrpc::WireMessage;
-pub use budget::{DEFAULT_REPLAY_BYTES, ReplayBudget};
+pub use budget::ReplayBudget;
 
 /// Events kept per stream for replay; older ones are dropped first.
 pub const STREAM_EVENTS: usize = 256;

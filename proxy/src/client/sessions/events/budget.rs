@@ -14,10 +14,6 @@ use std::sync::{Mutex, Weak};
 
 use prometheus::IntGauge;
 
-/// The default replay budget of the whole proxy: 32 MiB of message text
-/// (`session.replayBufferMiB`).
-pub const DEFAULT_REPLAY_BYTES: usize = 32 << 20;
-
 /// Entries of the finished queue before the first pruning of those that no longer hold bytes.
 const PRUNE_FROM: usize = 1024;
 

@@ -63,11 +63,6 @@ impl Sessions {
         self
     }
 
-    /// Bytes of message text all sessions keep for resumption now.
-    pub fn replay_bytes(&self) -> usize {
-        self.replay.used()
-    }
-
     /// The same store issuing ids signed by `signer`, and adopting ids it signed.
     pub fn with_signer(mut self, signer: signed_id::SessionSigner) -> Self {
         self.signer = Some(signer);

@@ -237,24 +237,21 @@ impl WireMessage {
     /// things to the proxy and to the upstream, and a tool policy could be bypassed with
     /// `"name":"hidden","name":"allowed"`. `None` when every name is unique.
     pub fn duplicate_member(&self) -> Option<String> {
-        let text = self.text();
-        for path in [&[][..], &["params"], &["params", "_meta"]] {
-            let range = if path.is_empty() {
-                0..text.len()
-            } else {
-                span(text, path)?
-            };
-            let mut deserializer = serde_json::Deserializer::from_str(&text[range]);
-            let Ok(keys) = KeysSeed.deserialize(&mut deserializer) else {
-                continue;
-            };
-            if let Some(key) = first_repeated(&keys) {
+        // Each level's names, and the text of the next level, in one pass over that level.
+        let mut object = self.text();
+        let mut path: Vec<&str> = Vec::new();
+        for capture in [Some("params"), Some("_meta"), None] {
+            let mut deserializer = serde_json::Deserializer::from_str(object);
+            let members = KeysSeed { capture }.deserialize(&mut deserializer).ok()?;
+            if let Some(key) = first_repeated(&members.keys) {
                 let mut name = path.join(".");
                 if !name.is_empty() {
                     name.push('.');
                 }
                 return Some(name + key);
             }
+            object = members.captured?.get();
+            path.extend(capture);
         }
         None
     }

@@ -92,11 +92,27 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
-/// The member names of a JSON object, in order, duplicates kept.
-pub(super) struct KeysSeed;
+/// The member names of a JSON object, in order, duplicates kept, and the raw text of the last
+/// member named `capture` (the next level [`WireMessage::duplicate_member`] reads): one pass
+/// over the object's text gives both (issue 14: a large `params` is scanned once per level, not
+/// once more to find it).
+///
+/// [`WireMessage::duplicate_member`]: super::WireMessage::duplicate_member
+pub(super) struct KeysSeed<'c> {
+    /// The member whose raw text is kept, if any.
+    pub capture: Option<&'c str>,
+}
 
-impl<'de> DeserializeSeed<'de> for KeysSeed {
-    type Value = Vec<Key<'de>>;
+/// What [`KeysSeed`] reads from one object.
+pub(super) struct Members<'de> {
+    /// Every member name, in order, duplicates kept.
+    pub keys: Vec<Key<'de>>,
+    /// The raw text of the last member named [`KeysSeed::capture`].
+    pub captured: Option<&'de RawValue>,
+}
+
+impl<'de> DeserializeSeed<'de> for KeysSeed<'_> {
+    type Value = Members<'de>;
 
     fn deserialize<D: serde::Deserializer<'de>>(
         self,
@@ -106,20 +122,27 @@ impl<'de> DeserializeSeed<'de> for KeysSeed {
     }
 }
 
-impl<'de> Visitor<'de> for KeysSeed {
-    type Value = Vec<Key<'de>>;
+impl<'de> Visitor<'de> for KeysSeed<'_> {
+    type Value = Members<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut keys = Vec::new();
+        let mut members = Members {
+            keys: Vec::new(),
+            captured: None,
+        };
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            map.next_value::<IgnoredAny>()?;
-            keys.push(key);
+            if self.capture == Some(key.as_str()) {
+                members.captured = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+            members.keys.push(key);
         }
-        Ok(keys)
+        Ok(members)
     }
 }
 

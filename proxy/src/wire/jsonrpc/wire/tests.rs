@@ -155,6 +155,12 @@ fn duplicate_member_names_the_first_repeated_name_of_envelope_params_and_meta() 
             Some("params._meta.progressToken"),
         ),
         (r#"{"id":1,"params":{"arguments":{"x":1,"x":2}}}"#, None),
+        // The next level is found by its decoded name, as the view finds it.
+        (
+            r#"{"id":1,"\u0070arams":{"\u005fmeta":{"a":1,"\u0061":2}}}"#,
+            Some("params._meta.a"),
+        ),
+        (r#"{"id":1,"params":{"_meta":[1,1]}}"#, None),
         (r#"{"id":1,"params":[1,1]}"#, None),
         (
             r#"{"id":1,"method":"ping","params":{"a":1,"b":{"a":1}}}"#,

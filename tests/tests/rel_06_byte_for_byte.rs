@@ -219,3 +219,43 @@ async fn rel_06_results_and_arguments_a_json_value_cannot_hold_pass_unchanged() 
     );
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn rel_06_progress_tokens_come_back_as_the_client_wrote_them() {
+    // A progress token that a `serde_json::Value` would change: the client must get back the
+    // text it sent, or it cannot match its progress notifications (found by a new user: a lone
+    // surrogate came back as `null`, `18446744073709551617` as `1.8446744073709552e+19`, `-0`
+    // as `-0.0`, `1e2` as `100.0`).
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let tokens = [
+        r#""\ud800""#,
+        "18446744073709551617",
+        "-0",
+        "1e2",
+        r#""\u00e9""#,
+        r#""tok-1""#,
+    ];
+    for (n, token) in tokens.iter().enumerate() {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{n},"method":"tools/call","params":{{"name":"slow","arguments":{{"ms":10,"steps":2}},"_meta":{{"progressToken":{token}}}}}}}"#
+        );
+        let reply = post_with(&url, Some(&session), &[], &body).await;
+        assert_eq!(reply.status, 200, "{token}: {}", reply.text);
+        let progress: Vec<&str> = reply
+            .text
+            .lines()
+            .filter(|line| line.contains("notifications/progress"))
+            .collect();
+        assert_eq!(progress.len(), 2, "{token}: {}", reply.text);
+        for line in progress {
+            assert!(
+                line.contains(&format!(r#""progressToken":{token}"#)),
+                "{token} came back changed: {line}"
+            );
+        }
+    }
+    proxy.shutdown().await;
+}

@@ -44,7 +44,7 @@ pub struct Resume {
     /// The retry's `Accept` names only JSON.
     pub json_only: bool,
     /// The retry's own progress token, if it asked for progress.
-    pub progress_token: Option<Value>,
+    pub progress_token: Option<Box<serde_json::value::RawValue>>,
     /// Fires when the retry is cancelled.
     pub cancelled: CancellationToken,
     /// `params.inputResponses` of the retry (keys as the `inputRequests` named them).

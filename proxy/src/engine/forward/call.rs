@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::http::StatusCode;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tracing::Span;
 
@@ -38,7 +39,8 @@ pub(super) struct Call {
     pub(super) upstream_id: u64,
     pub(super) method: String,
     pub(super) tool: Option<String>,
-    pub(super) progress_token: Option<Value>,
+    /// The client's `_meta.progressToken` as it wrote it (given back byte for byte).
+    pub(super) progress_token: Option<Box<RawValue>>,
     /// The client's `Accept` excludes `text/event-stream`: a streamed upstream reply is
     /// collected and answered as one JSON response.
     pub(super) json_only: bool,
@@ -109,7 +111,7 @@ impl Call {
         if let Some(original) = &self.progress_token
             && message.at("/params/progressToken") == Some(&progress_token_for(self.upstream_id))
         {
-            message.set(&["params", "progressToken"], original);
+            message.set_raw(&["params", "progressToken"], original);
         }
         message
     }

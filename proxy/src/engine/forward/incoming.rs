@@ -6,7 +6,6 @@
 //! Not responsible for: deciding whether it goes upstream (the checks) or what happens once it
 //! has (`forward`, `call`).
 
-use crate::wire::jsonrpc::Pointer as _;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -117,7 +116,7 @@ impl Incoming {
         session: Arc<DownstreamSession>,
         upstream: Arc<UpstreamSession>,
     ) -> (Call, WireMessage) {
-        let progress_token = self.body.at("/params/_meta/progressToken").cloned();
+        let progress_token = self.body.raw_member(&["params", "_meta", "progressToken"]);
         let retry_body = input_required::retry_body(
             &self.method,
             upstream.era(),

@@ -60,7 +60,7 @@ pub(super) async fn resume_parked(
         session: Arc::clone(&session),
         tx,
         json_only: retry.json_only,
-        progress_token: retry.body.at("/params/_meta/progressToken").cloned(),
+        progress_token: retry.body.raw_member(&["params", "_meta", "progressToken"]),
         cancelled,
         input_responses,
         facts: retry.facts.clone(),

@@ -137,11 +137,35 @@ impl WireMessage {
     /// changes nothing, when the member is absent (a missing key, or a step that is not an
     /// object). With duplicate keys the last one counts, as in the view.
     pub fn set(&mut self, path: &[&str], value: &Value) -> bool {
+        self.splice(path, &value.to_string(), Some(value.clone()))
+    }
+
+    /// As [`Self::set`], with the exact JSON text `raw` (e.g. a client's progress token as the
+    /// client wrote it, from [`Self::raw_member`]): a value that a `Value` would change, such
+    /// as `-0`, `1e2`, an integer beyond 2^64 or a lone UTF-16 surrogate, goes back byte for
+    /// byte (issue 12, item 6). When the view cannot hold `raw`, it reads `null` there and the
+    /// message is [partial](Self::is_partial).
+    pub fn set_raw(&mut self, path: &[&str], raw: &RawValue) -> bool {
+        self.splice(path, raw.get(), serde_json::from_str(raw.get()).ok())
+    }
+
+    /// The exact text of the member at `path` (the last one with duplicate keys), owned: for
+    /// keeping a value the proxy must give back unchanged ([`Self::set_raw`]). `None` when the
+    /// member is absent.
+    pub fn raw_member(&self, path: &[&str]) -> Option<Box<RawValue>> {
+        let range = span(self.text(), path)?;
+        RawValue::from_string(self.text()[range].to_owned()).ok()
+    }
+
+    /// Splices `text` over the member at `path`, and `view` (`null` and partial when `None`)
+    /// into the view.
+    fn splice(&mut self, path: &[&str], text: &str, view: Option<Value>) -> bool {
         let Some(range) = span(self.text(), path) else {
             return false;
         };
         let inner = Arc::make_mut(&mut self.inner);
-        inner.text.replace_range(range, &value.to_string());
+        inner.text.replace_range(range, text);
+        inner.partial |= view.is_none();
         let mut target = &mut inner.view;
         for key in path {
             match target.get_mut(*key) {
@@ -149,7 +173,7 @@ impl WireMessage {
                 None => return true,
             }
         }
-        *target = value.clone();
+        *target = view.unwrap_or(Value::Null);
         true
     }
 

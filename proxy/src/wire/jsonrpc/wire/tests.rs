@@ -65,6 +65,34 @@ fn set_splices_only_the_member() {
 }
 
 #[test]
+fn raw_member_and_set_raw_give_a_value_back_as_it_was_written() {
+    let request = WireMessage::parse(br#"{"id":1,"params":{"_meta":{"progressToken": -0 }}}"#)
+        .expect("parse");
+    let token = request
+        .raw_member(&["params", "_meta", "progressToken"])
+        .expect("present");
+    assert_eq!(token.get(), "-0");
+    assert!(request.raw_member(&["params", "absent"]).is_none());
+
+    let mut progress =
+        WireMessage::parse(br#"{"params":{"progressToken":"berth-1","p":1}}"#).expect("parse");
+    assert!(progress.set_raw(&["params", "progressToken"], &token));
+    assert_eq!(progress.text(), r#"{"params":{"progressToken":-0,"p":1}}"#);
+    assert!(!progress.is_partial());
+
+    // A value the view cannot hold: the text has it, the view reads null, the message is
+    // partial (a rebuild would lose it).
+    let lone = RawValue::from_string(r#""\ud800""#.to_owned()).expect("raw");
+    assert!(progress.set_raw(&["params", "progressToken"], &lone));
+    assert_eq!(
+        progress.text(),
+        r#"{"params":{"progressToken":"\ud800","p":1}}"#
+    );
+    assert_eq!(progress["params"]["progressToken"], json!(null));
+    assert!(progress.is_partial());
+}
+
+#[test]
 fn set_of_an_absent_member_changes_nothing() {
     let text = r#"{"id":1,"params":{"_meta":5,"x":{"progressToken":1}}}"#;
     let mut message = WireMessage::parse(text.as_bytes()).expect("parse");

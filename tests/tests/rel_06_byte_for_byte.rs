@@ -259,3 +259,29 @@ async fn rel_06_progress_tokens_come_back_as_the_client_wrote_them() {
     }
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn rel_06_a_member_name_no_string_can_hold_passes_with_the_request_id() {
+    // A lone UTF-16 surrogate in an envelope member's name: valid JSON that no `str` holds
+    // (found by a new user: the whole message read as "not a JSON object" and was refused
+    // without its request id; the upstream itself accepts it).
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| f.raw_result = Some(r#"{"content":[]}"#.to_owned()));
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let body = r#"{"jsonrpc":"2.0","id":24,"method":"tools/call","\ud800":1,"params":{"name":"raw","arguments":{}}}"#;
+    let reply = post_with(&url, Some(&session), &[], body).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        last_message_text(&reply),
+        r#"{"jsonrpc":"2.0","id":24,"result":{"content":[]}}"#
+    );
+    let sent = upstream
+        .received()
+        .into_iter()
+        .find(|r| r.raw.contains(r#""name":"raw""#))
+        .expect("the call reached the upstream");
+    assert!(sent.raw.contains(r#","\ud800":1,"#), "{}", sent.raw);
+    proxy.shutdown().await;
+}

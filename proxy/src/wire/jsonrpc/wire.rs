@@ -23,7 +23,7 @@ use serde::de::{DeserializeSeed, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use members::{KeysSeed, first_repeated, span};
+use members::{KeysSeed, RawMembers, first_repeated, span};
 
 /// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
 /// view. Invariant: parsing `text` gives `view`.
@@ -272,7 +272,7 @@ impl WireMessage {
                 if !name.is_empty() {
                     name.push('.');
                 }
-                return Some(name + key);
+                return Some(name + &key.lossy());
             }
             object = members.captured?.get();
             path.extend(capture);
@@ -332,12 +332,18 @@ fn partial_view(text: &str, levels: usize) -> Value {
     if levels == 0 {
         return Value::Null;
     }
-    if let Ok(members) = serde_json::from_str::<std::collections::BTreeMap<String, &RawValue>>(text)
-    {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    if let Ok(members) = RawMembers.deserialize(&mut deserializer) {
+        // With duplicate names the last one counts, as in a whole view.
         return Value::Object(
             members
                 .into_iter()
-                .map(|(key, raw)| (key, partial_view(raw.get(), levels - 1)))
+                .map(|(key, raw)| {
+                    (
+                        key.lossy().into_owned(),
+                        partial_view(raw.get(), levels - 1),
+                    )
+                })
                 .collect(),
         );
     }

@@ -37,36 +37,49 @@ fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
 /// The first name in `keys` that an earlier one repeats. Without allocating for the few
 /// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
 /// linear time.
-pub(super) fn first_repeated<'k>(keys: &'k [Key<'_>]) -> Option<&'k str> {
+pub(super) fn first_repeated<'k, 'de>(keys: &'k [Key<'de>]) -> Option<&'k Key<'de>> {
     if keys.len() <= SCAN_MEMBERS {
         return keys
             .iter()
             .enumerate()
             .find(|(i, key)| keys[..*i].contains(key))
-            .map(|(_, key)| key.as_str());
+            .map(|(_, key)| key);
     }
     let mut seen = std::collections::HashSet::with_capacity(keys.len());
-    keys.iter()
-        .find(|key| !seen.insert(key.as_str()))
-        .map(Key::as_str)
+    keys.iter().find(|key| !seen.insert(key.as_bytes()))
 }
 
 /// Members compared pairwise by [`first_repeated`] before it uses a set.
 const SCAN_MEMBERS: usize = 16;
 
-/// A member name, borrowed from the message text unless it has escapes to decode.
+/// A member name with its escapes decoded, as bytes, borrowed from the message text unless it
+/// has escapes. A lone UTF-16 surrogate escape (`"\ud800"`, which no `str` can hold) is kept as
+/// its WTF-8 bytes, so such a name is still read, compared and skipped over, and the members
+/// around it are found (found by a new user: one such name made the whole envelope unreadable,
+/// and the refusal lost the request id).
 #[derive(PartialEq, Eq)]
-pub(super) struct Key<'de>(Cow<'de, str>);
+pub(super) struct Key<'de>(Cow<'de, [u8]>);
 
 impl Key<'_> {
-    fn as_str(&self) -> &str {
+    fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// Whether this is the name `name`.
+    pub(super) fn is(&self, name: &str) -> bool {
+        self.as_bytes() == name.as_bytes()
+    }
+
+    /// The name for people and for the view: a lone surrogate reads as U+FFFD.
+    pub(super) fn lossy(&self) -> Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Key<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(KeyVisitor)
+        // As bytes, serde_json decodes escapes without refusing lone surrogates.
+        deserializer.deserialize_bytes(KeyVisitor)
     }
 }
 
@@ -79,16 +92,50 @@ impl<'de> Visitor<'de> for KeyVisitor {
         f.write_str("a member name")
     }
 
-    fn visit_borrowed_str<E: serde::de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
+    fn visit_borrowed_bytes<E: serde::de::Error>(self, name: &'de [u8]) -> Result<Key<'de>, E> {
         Ok(Key(Cow::Borrowed(name)))
     }
 
-    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Owned(name.to_owned())))
+    fn visit_bytes<E: serde::de::Error>(self, name: &[u8]) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name.to_vec())))
     }
 
-    fn visit_string<E: serde::de::Error>(self, name: String) -> Result<Key<'de>, E> {
-        Ok(Key(Cow::Owned(name)))
+    fn visit_borrowed_str<E: serde::de::Error>(self, name: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Borrowed(name.as_bytes())))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<Key<'de>, E> {
+        Ok(Key(Cow::Owned(name.as_bytes().to_vec())))
+    }
+}
+
+/// Every member of a JSON object, in order, duplicates kept: its name and raw text.
+pub(super) struct RawMembers;
+
+impl<'de> DeserializeSeed<'de> for RawMembers {
+    type Value = Vec<(Key<'de>, &'de RawValue)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        deserializer: D,
+    ) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RawMembers {
+    type Value = Vec<(Key<'de>, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut members = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            members.push((key, map.next_value::<&'de RawValue>()?));
+        }
+        Ok(members)
     }
 }
 
@@ -135,7 +182,7 @@ impl<'de> Visitor<'de> for KeysSeed<'_> {
             captured: None,
         };
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if self.capture == Some(key.as_str()) {
+            if self.capture.is_some_and(|name| key.is(name)) {
                 members.captured = Some(map.next_value::<&'de RawValue>()?);
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -169,7 +216,7 @@ impl<'de> Visitor<'de> for MemberSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut found = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if key.as_str() == self.0 {
+            if key.is(self.0) {
                 found = Some(map.next_value::<&'de RawValue>()?);
             } else {
                 map.next_value::<IgnoredAny>()?;

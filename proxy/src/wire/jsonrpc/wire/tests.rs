@@ -93,6 +93,28 @@ fn raw_member_and_set_raw_give_a_value_back_as_it_was_written() {
 }
 
 #[test]
+fn a_member_name_no_string_can_hold_is_read_around() {
+    // A lone surrogate in a member name: valid JSON that a `Value` cannot hold.
+    let text = r#"{"jsonrpc":"2.0","id":24,"method":"tools/list","\ud800":1,"params":{"_meta":{"progressToken":"t"}}}"#;
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert!(message.is_partial());
+    assert_eq!(message["id"], json!(24));
+    assert_eq!(message["method"], json!("tools/list"));
+    assert_eq!(message.duplicate_member(), None);
+    assert!(message.set(&["params", "_meta", "progressToken"], &json!("berth-1")));
+    assert_eq!(message.text(), text.replace(r#""t""#, r#""berth-1""#));
+    // Two different lone surrogates are two names; the same one twice is a duplicate.
+    let two = WireMessage::parse(br#"{"id":1,"\ud800":1,"\ud801":2}"#).expect("parse");
+    assert_eq!(two.duplicate_member(), None);
+    let twice = WireMessage::parse(br#"{"id":1,"\ud800":1,"\ud800":2}"#).expect("parse");
+    // Named for people with each byte of its WTF-8 form read as U+FFFD.
+    assert_eq!(
+        twice.duplicate_member().as_deref(),
+        Some("\u{FFFD}\u{FFFD}\u{FFFD}")
+    );
+}
+
+#[test]
 fn set_of_an_absent_member_changes_nothing() {
     let text = r#"{"id":1,"params":{"_meta":5,"x":{"progressToken":1}}}"#;
     let mut message = WireMessage::parse(text.as_bytes()).expect("parse");

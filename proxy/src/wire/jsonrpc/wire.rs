@@ -23,7 +23,7 @@ use serde::de::{DeserializeSeed, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use members::{KeysSeed, RawMembers, first_repeated, span};
+use members::{RawMembers, first_repeated, span};
 
 /// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
 /// view. Invariant: parsing `text` gives `view`.
@@ -263,19 +263,20 @@ impl WireMessage {
     pub fn duplicate_member(&self) -> Option<String> {
         // Each level's names, and the text of the next level, in one pass over that level.
         let mut object = self.text();
-        let mut path: Vec<&str> = Vec::new();
-        for capture in [Some("params"), Some("_meta"), None] {
+        let mut prefix = String::new();
+        for next in [Some("params"), Some("_meta"), None] {
             let mut deserializer = serde_json::Deserializer::from_str(object);
-            let members = KeysSeed { capture }.deserialize(&mut deserializer).ok()?;
-            if let Some(key) = first_repeated(&members.keys) {
-                let mut name = path.join(".");
-                if !name.is_empty() {
-                    name.push('.');
-                }
-                return Some(name + &key.lossy());
+            let members = RawMembers.deserialize(&mut deserializer).ok()?;
+            if let Some(key) = first_repeated(&members) {
+                return Some(prefix + &key.lossy());
             }
-            object = members.captured?.get();
-            path.extend(capture);
+            let Some(next) = next else {
+                break;
+            };
+            // With no name repeated, the member named `next` is the only one.
+            object = members.iter().find(|(key, _)| key.is(next))?.1.get();
+            prefix.push_str(next);
+            prefix.push('.');
         }
         None
     }

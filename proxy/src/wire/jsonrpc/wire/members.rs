@@ -1,7 +1,7 @@
 //! Reading a JSON object's members straight from a message's text, without building a
 //! `Value`: the byte range of a member (where [`WireMessage::set`](super::WireMessage::set)
-//! splices) and the member names in order, duplicates kept (for
-//! [`WireMessage::duplicate_member`](super::WireMessage::duplicate_member)).
+//! splices) and every member of an object with its raw text, in order, duplicates kept (for
+//! [`WireMessage::duplicate_member`](super::WireMessage::duplicate_member) and partial views).
 //!
 //! With duplicate names the last member counts, as in serde_json's view.
 
@@ -34,19 +34,22 @@ fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
         .flatten()
 }
 
-/// The first name in `keys` that an earlier one repeats. Without allocating for the few
+/// The first name among `members` that an earlier one repeats. Without allocating for the few
 /// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
 /// linear time.
-pub(super) fn first_repeated<'k, 'de>(keys: &'k [Key<'de>]) -> Option<&'k Key<'de>> {
-    if keys.len() <= SCAN_MEMBERS {
-        return keys
+pub(super) fn first_repeated<'m, 'de>(members: &'m [RawMember<'de>]) -> Option<&'m Key<'de>> {
+    if members.len() <= SCAN_MEMBERS {
+        return members
             .iter()
             .enumerate()
-            .find(|(i, key)| keys[..*i].contains(key))
-            .map(|(_, key)| key);
+            .find(|(i, (key, _))| members[..*i].iter().any(|(earlier, _)| earlier == key))
+            .map(|(_, (key, _))| key);
     }
-    let mut seen = std::collections::HashSet::with_capacity(keys.len());
-    keys.iter().find(|key| !seen.insert(key.as_bytes()))
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    members
+        .iter()
+        .map(|(key, _)| key)
+        .find(|key| !seen.insert(key.as_bytes()))
 }
 
 /// Members compared pairwise by [`first_repeated`] before it uses a set.
@@ -109,11 +112,16 @@ impl<'de> Visitor<'de> for KeyVisitor {
     }
 }
 
-/// Every member of a JSON object, in order, duplicates kept: its name and raw text.
+/// One member of a JSON object: its name and its raw text.
+pub(super) type RawMember<'de> = (Key<'de>, &'de RawValue);
+
+/// Every member of a JSON object, in order, duplicates kept: what the duplicate check reads
+/// (names, and the next level's text found in the same pass) and what a partial view is built
+/// from.
 pub(super) struct RawMembers;
 
 impl<'de> DeserializeSeed<'de> for RawMembers {
-    type Value = Vec<(Key<'de>, &'de RawValue)>;
+    type Value = Vec<RawMember<'de>>;
 
     fn deserialize<D: serde::Deserializer<'de>>(
         self,
@@ -124,7 +132,7 @@ impl<'de> DeserializeSeed<'de> for RawMembers {
 }
 
 impl<'de> Visitor<'de> for RawMembers {
-    type Value = Vec<(Key<'de>, &'de RawValue)>;
+    type Value = Vec<RawMember<'de>>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
@@ -134,60 +142,6 @@ impl<'de> Visitor<'de> for RawMembers {
         let mut members = Vec::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             members.push((key, map.next_value::<&'de RawValue>()?));
-        }
-        Ok(members)
-    }
-}
-
-/// The member names of a JSON object, in order, duplicates kept, and the raw text of the last
-/// member named `capture` (the next level [`WireMessage::duplicate_member`] reads): one pass
-/// over the object's text gives both (issue 14: a large `params` is scanned once per level, not
-/// once more to find it).
-///
-/// [`WireMessage::duplicate_member`]: super::WireMessage::duplicate_member
-pub(super) struct KeysSeed<'c> {
-    /// The member whose raw text is kept, if any.
-    pub capture: Option<&'c str>,
-}
-
-/// What [`KeysSeed`] reads from one object.
-pub(super) struct Members<'de> {
-    /// Every member name, in order, duplicates kept.
-    pub keys: Vec<Key<'de>>,
-    /// The raw text of the last member named [`KeysSeed::capture`].
-    pub captured: Option<&'de RawValue>,
-}
-
-impl<'de> DeserializeSeed<'de> for KeysSeed<'_> {
-    type Value = Members<'de>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeysSeed<'_> {
-    type Value = Members<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = Members {
-            keys: Vec::new(),
-            captured: None,
-        };
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if self.capture.is_some_and(|name| key.is(name)) {
-                members.captured = Some(map.next_value::<&'de RawValue>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-            members.keys.push(key);
         }
         Ok(members)
     }

@@ -13,6 +13,7 @@
 //! the child module `members`; this module does not reach into JSON text otherwise.
 
 mod members;
+mod view;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -24,6 +25,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use members::{RawMembers, first_repeated, span};
+use view::Names;
 
 /// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
 /// view. Invariant: parsing `text` gives `view`.
@@ -41,6 +43,8 @@ struct Parsed {
     view: Value,
     /// Some member could not be held by the view (see [`WireMessage::parse`]).
     partial: bool,
+    /// Repeated member names, as far as the parse found them.
+    names: Names,
 }
 
 /// A shared message's text as bytes ([`WireMessage::to_bytes`]).
@@ -80,15 +84,16 @@ impl WireMessage {
     /// [`ParseError`] when `bytes` are not UTF-8 or not exactly one JSON value.
     pub fn parse(bytes: &[u8]) -> Result<Self, ParseError> {
         let text = std::str::from_utf8(bytes)?.trim_matches([' ', '\t', '\n', '\r']);
-        let (view, partial) = match serde_json::from_str(text) {
-            Ok(view) => (view, false),
+        let (view, partial, names) = match view::parse(text) {
+            Ok((view, names)) => (view, false, names),
             Err(error) => {
                 // Syntax errors are errors; anything else is JSON a `Value` cannot hold.
                 serde_json::from_str::<IgnoredAny>(text).map_err(|_| error)?;
-                (partial_view(text, PARTIAL_VIEW_LEVELS), true)
+                let view = partial_view(text, PARTIAL_VIEW_LEVELS);
+                (view, true, Names::Unchecked)
             }
         };
-        Ok(Self::new(text.to_owned(), view, partial))
+        Ok(Self::new(text.to_owned(), view, partial, names))
     }
 
     /// Whether some member of the message could not be held by the view (it reads as `null`
@@ -97,14 +102,39 @@ impl WireMessage {
         self.inner.partial
     }
 
-    fn new(text: String, view: Value, partial: bool) -> Self {
+    fn new(text: String, view: Value, partial: bool, names: Names) -> Self {
         Self {
             inner: Arc::new(Parsed {
                 text,
                 view,
                 partial,
+                names,
             }),
         }
+    }
+
+    /// The byte range of the member at `path` (the last one with duplicate keys): `None` at
+    /// once when a whole view has no such member, and read no further than that member at the
+    /// levels where no name repeats (issue 14: each such read of a large message costs a pass
+    /// over it).
+    fn locate(&self, path: &[&str]) -> Option<std::ops::Range<usize>> {
+        if !self.is_partial()
+            && path
+                .iter()
+                .try_fold(self.view(), |v, k| v.get(*k))
+                .is_none()
+        {
+            return None;
+        }
+        // Steps taken in the envelope, `params` and `params._meta`, the levels the names
+        // were checked at.
+        let unique = match (&self.inner.names, path) {
+            (Names::Unique, ["params", "_meta", ..]) => 3,
+            (Names::Unique, ["params", ..]) => 2,
+            (Names::Unique, _) => 1,
+            _ => 0,
+        };
+        span(self.text(), path, unique)
     }
 
     /// The exact text of the message.
@@ -146,21 +176,26 @@ impl WireMessage {
     /// byte (issue 12, item 6). When the view cannot hold `raw`, it reads `null` there and the
     /// message is [partial](Self::is_partial).
     pub fn set_raw(&mut self, path: &[&str], raw: &RawValue) -> bool {
-        self.splice(path, raw.get(), serde_json::from_str(raw.get()).ok())
+        let spliced = self.splice(path, raw.get(), serde_json::from_str(raw.get()).ok());
+        if spliced && raw.get().starts_with('{') {
+            // Its names were not checked.
+            Arc::make_mut(&mut self.inner).names = Names::Unchecked;
+        }
+        spliced
     }
 
     /// The exact text of the member at `path` (the last one with duplicate keys), owned: for
     /// keeping a value the proxy must give back unchanged ([`Self::set_raw`]). `None` when the
     /// member is absent.
     pub fn raw_member(&self, path: &[&str]) -> Option<Box<RawValue>> {
-        let range = span(self.text(), path)?;
+        let range = self.locate(path)?;
         RawValue::from_string(self.text()[range].to_owned()).ok()
     }
 
     /// Splices `text` over the member at `path`, and `view` (`null` and partial when `None`)
     /// into the view.
     fn splice(&mut self, path: &[&str], text: &str, view: Option<Value>) -> bool {
-        let Some(range) = span(self.text(), path) else {
+        let Some(range) = self.locate(path) else {
             return false;
         };
         let inner = Arc::make_mut(&mut self.inner);
@@ -182,7 +217,7 @@ impl WireMessage {
     /// requires and another lacks (MCP 2026-07-28 `resultType`, issue 13). Returns `false`, and
     /// changes nothing, when there is no object at `path` or it already has `key`.
     pub fn insert_member(&mut self, path: &[&str], key: &str, value: &Value) -> bool {
-        let Some(range) = span(self.text(), path) else {
+        let Some(range) = self.locate(path) else {
             return false;
         };
         if !self.text()[range.clone()].starts_with('{') {
@@ -230,6 +265,8 @@ impl WireMessage {
         let inner = Arc::make_mut(&mut self.inner);
         change(&mut inner.view);
         inner.text = inner.view.to_string();
+        // Serialized from a map: no name repeats.
+        inner.names = Names::Unique;
     }
 
     /// The text for one SSE `data` field: carriage returns can only be JSON whitespace (inside
@@ -261,24 +298,11 @@ impl WireMessage {
     /// things to the proxy and to the upstream, and a tool policy could be bypassed with
     /// `"name":"hidden","name":"allowed"`. `None` when every name is unique.
     pub fn duplicate_member(&self) -> Option<String> {
-        // Each level's names, and the text of the next level, in one pass over that level.
-        let mut object = self.text();
-        let mut prefix = String::new();
-        for next in [Some("params"), Some("_meta"), None] {
-            let mut deserializer = serde_json::Deserializer::from_str(object);
-            let members = RawMembers.deserialize(&mut deserializer).ok()?;
-            if let Some(key) = first_repeated(&members) {
-                return Some(prefix + &key.lossy());
-            }
-            let Some(next) = next else {
-                break;
-            };
-            // With no name repeated, the member named `next` is the only one.
-            object = members.iter().find(|(key, _)| key.is(next))?.1.get();
-            prefix.push_str(next);
-            prefix.push('.');
+        match &self.inner.names {
+            Names::Unique => None,
+            Names::Repeated(path) => Some(path.clone()),
+            Names::Unchecked => repeated_in_text(self.text()),
         }
-        None
     }
 
     /// Splits a JSON array (a batch) into its members, each with its exact text; `None` when
@@ -289,7 +313,10 @@ impl WireMessage {
         Some(
             raws.into_iter()
                 .zip(views)
-                .map(|(raw, view)| Self::new(raw.get().to_owned(), view.clone(), self.is_partial()))
+                .map(|(raw, view)| {
+                    let text = raw.get().to_owned();
+                    Self::new(text, view.clone(), self.is_partial(), Names::Unchecked)
+                })
                 .collect(),
         )
     }
@@ -298,7 +325,8 @@ impl WireMessage {
 impl From<Value> for WireMessage {
     /// A message the proxy builds: its text is the view serialized.
     fn from(view: Value) -> Self {
-        Self::new(view.to_string(), view, false)
+        // Serialized from maps: no name repeats.
+        Self::new(view.to_string(), view, false, Names::Unique)
     }
 }
 
@@ -322,6 +350,28 @@ impl fmt::Display for WireMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
     }
+}
+
+/// [`WireMessage::duplicate_member`] read from `text`, for a message whose parse did not check
+/// its names: each level's names, and the text of the next level, in one pass over that level.
+fn repeated_in_text(text: &str) -> Option<String> {
+    let mut object = text;
+    let mut prefix = String::new();
+    for next in [Some("params"), Some("_meta"), None] {
+        let mut deserializer = serde_json::Deserializer::from_str(object);
+        let members = RawMembers.deserialize(&mut deserializer).ok()?;
+        if let Some(key) = first_repeated(&members) {
+            return Some(prefix + &key.lossy());
+        }
+        let Some(next) = next else {
+            break;
+        };
+        // With no name repeated, the member named `next` is the only one.
+        object = members.iter().find(|(key, _)| key.is(next))?.1.get();
+        prefix.push_str(next);
+        prefix.push('.');
+    }
+    None
 }
 
 /// The view of valid JSON `text` that a `Value` cannot hold whole: objects and arrays member by

@@ -6,18 +6,21 @@
 //! With duplicate names the last member counts, as in serde_json's view.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
 use std::ops::Range;
 
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-/// The byte range in `text` of the member at `path`.
-pub(super) fn span(text: &str, path: &[&str]) -> Option<Range<usize>> {
+/// The byte range in `text` of the member at `path`. The first `unique` steps may stop at the
+/// first member of the name: the caller knows no name repeats at those levels (the view's
+/// check, [`super::view`]); past them the last member counts.
+pub(super) fn span(text: &str, path: &[&str], unique: usize) -> Option<Range<usize>> {
     let mut start = 0;
     let mut slice = text;
-    for key in path {
-        let member = member(slice, key)?;
+    for (step, key) in path.iter().enumerate() {
+        let member = member(slice, key, step < unique)?;
         // `member` borrows from `slice`, so its offset is where it starts inside `slice`.
         start += member.get().as_ptr() as usize - slice.as_ptr() as usize;
         slice = member.get();
@@ -25,13 +28,20 @@ pub(super) fn span(text: &str, path: &[&str]) -> Option<Range<usize>> {
     Some(start..start + slice.len())
 }
 
-/// The raw text of the last member named `key` of the JSON object `object`.
-fn member<'a>(object: &'a str, key: &str) -> Option<&'a RawValue> {
+/// The raw text of the member named `key` of the JSON object `object`: the last one, or with
+/// `first` the first one, without reading the members after it.
+fn member<'a>(object: &'a str, key: &str, first: bool) -> Option<&'a RawValue> {
+    let found = Cell::new(None);
     let mut deserializer = serde_json::Deserializer::from_str(object);
-    MemberSeed(key)
-        .deserialize(&mut deserializer)
-        .ok()
-        .flatten()
+    // Stopping at the first member ends the read with an error (serde has no other way to
+    // leave an object part-read); what was found is in `found` either way.
+    let _ = MemberSeed {
+        key,
+        first,
+        found: &found,
+    }
+    .deserialize(&mut deserializer);
+    found.get()
 }
 
 /// The first name among `members` that an earlier one repeats. Without allocating for the few
@@ -147,35 +157,39 @@ impl<'de> Visitor<'de> for RawMembers {
     }
 }
 
-struct MemberSeed<'k>(&'k str);
+/// Finds the member `key`, leaving it in `found`.
+struct MemberSeed<'k, 'de> {
+    key: &'k str,
+    first: bool,
+    found: &'k Cell<Option<&'de RawValue>>,
+}
 
-impl<'de> DeserializeSeed<'de> for MemberSeed<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de> DeserializeSeed<'de> for MemberSeed<'_, 'de> {
+    type Value = ();
 
-    fn deserialize<D: serde::Deserializer<'de>>(
-        self,
-        deserializer: D,
-    ) -> Result<Self::Value, D::Error> {
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for MemberSeed<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de> Visitor<'de> for MemberSeed<'_, 'de> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if key.is(self.0) {
-                found = Some(map.next_value::<&'de RawValue>()?);
+            if key.is(self.key) {
+                self.found.set(Some(map.next_value::<&'de RawValue>()?));
+                if self.first {
+                    return Err(A::Error::custom("found"));
+                }
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok(found)
+        Ok(())
     }
 }

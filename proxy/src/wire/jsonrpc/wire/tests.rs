@@ -259,3 +259,57 @@ fn parse_refuses_non_utf8_and_non_json() {
         Err(ParseError::Json(_))
     ));
 }
+
+#[test]
+fn the_names_checked_while_parsing_agree_with_a_read_of_the_text() {
+    let cases = [
+        r#"{"id":1,"id":2,"method":"ping"}"#,
+        r#"{"id":1,"params":{"name":"a","\u006eame":"b"},"params":{}}"#,
+        r#"{"params":{"_meta":{"a":1,"a":2},"name":"x","name":"y"},"id":1}"#,
+        r#"{"id":1,"params":{"_meta":{"progressToken":1,"progressToken":2}}}"#,
+        r#"{"id":1,"params":{"arguments":{"x":1,"x":2}}}"#,
+        r#"{"id":1,"\u0070arams":{"\u005fmeta":{"a":1,"\u0061":2}}}"#,
+        r#"{"id":1,"params":{"_meta":[{"a":1,"a":1}]}}"#,
+        r#"{"id":1,"params":[{"a":1,"a":1}]}"#,
+        r#"{"id":1,"result":{"a":1,"a":2}}"#,
+        r#"[{"id":1,"id":1}]"#,
+        r#"{"id":1,"method":"tools/call","params":{"name":"echo","arguments":{"m":"x"}}}"#,
+    ];
+    for text in cases {
+        let message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert_ne!(message.inner.names, Names::Unchecked, "{text}");
+        assert_eq!(message.duplicate_member(), repeated_in_text(text), "{text}");
+    }
+}
+
+#[test]
+fn a_splice_where_no_name_repeats_stops_at_the_first_member() {
+    let text = r#"{"id":1,"params":{"x":{"id":3}},"id":2}"#;
+    assert_eq!(&text[members::span(text, &["id"], 1).expect("id")], "1");
+    assert_eq!(&text[members::span(text, &["id"], 0).expect("id")], "2");
+    // A message whose names repeat is spliced at the last member, as the view reads it.
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    message.set_id(&json!("x"));
+    assert_eq!(message.text(), text.replace(r#""id":2"#, r#""id":"x""#));
+    // One whose names do not, at its only member.
+    let mut unique =
+        WireMessage::parse(br#"{"id":1,"params":{"_meta":{"progressToken":"p"},"a":{}}}"#)
+            .expect("parse");
+    assert!(unique.set(&["params", "_meta", "progressToken"], &json!(9)));
+    unique.set_id(&json!(2));
+    assert_eq!(
+        unique.text(),
+        r#"{"id":2,"params":{"_meta":{"progressToken":9},"a":{}}}"#
+    );
+    // A member the whole view lacks is not looked for in the text.
+    assert!(unique.raw_member(&["params", "name"]).is_none());
+}
+
+#[test]
+fn an_object_spliced_as_written_has_its_names_read_again() {
+    let mut message = WireMessage::parse(br#"{"id":1,"params":{}}"#).expect("parse");
+    assert_eq!(message.duplicate_member(), None);
+    let raw = RawValue::from_string(r#"{"a":1,"a":2}"#.to_owned()).expect("raw");
+    assert!(message.set_raw(&["params"], &raw));
+    assert_eq!(message.duplicate_member().as_deref(), Some("params.a"));
+}

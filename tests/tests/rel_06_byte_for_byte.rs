@@ -285,3 +285,52 @@ async fn rel_06_a_member_name_no_string_can_hold_passes_with_the_request_id() {
     assert!(sent.raw.contains(r#","\ud800":1,"#), "{}", sent.raw);
     proxy.shutdown().await;
 }
+
+#[tokio::test]
+async fn rel_06_a_lone_surrogate_in_a_routed_value_is_refused_as_what_it_is() {
+    // A lone UTF-16 surrogate in the method, the request id or the tool's name: the proxy
+    // cannot route on it, so it refuses, saying why (found by a new user: the refusal said the
+    // member was missing or not a string, though it was there and a string).
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":31,"method":"tools/call","params":{"name":"\ud800x","arguments":{}}}"#,
+            "params.name holds a lone UTF-16 surrogate",
+            serde_json::json!(31),
+            (200, -32602),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":32,"method":"tools/\udc00"}"#,
+            "method holds a lone UTF-16 surrogate",
+            serde_json::json!(32),
+            (400, -32600),
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":"\ud800","method":"tools/list"}"#,
+            "id holds a lone UTF-16 surrogate",
+            serde_json::Value::Null,
+            (400, -32600),
+        ),
+    ];
+    for (body, says, id, (status, code)) in cases {
+        let reply = post_with(&url, Some(&session), &[], body).await;
+        assert_eq!(reply.status, status, "{body}: {}", reply.text);
+        let message: serde_json::Value =
+            serde_json::from_str(&last_message_text(&reply)).expect("a JSON-RPC reply");
+        assert_eq!(message["id"], id, "{body}: {}", reply.text);
+        assert_eq!(message["error"]["code"], code, "{body}: {}", reply.text);
+        let text = message["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains(says), "{body}: {text}");
+    }
+    assert!(
+        !upstream
+            .received()
+            .iter()
+            .any(|r| r.raw.contains(r"\ud800") || r.raw.contains(r"\udc00")),
+        "nothing the proxy could not route went upstream"
+    );
+    proxy.shutdown().await;
+}

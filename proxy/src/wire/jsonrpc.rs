@@ -152,8 +152,14 @@ impl Message {
                 method: method.clone(),
                 body,
             }),
+            (Some(Value::String(_)), Some(_)) if body.has_lone_surrogate(&["id"]) => {
+                Err(shape(LONE_SURROGATE_ID, None))
+            }
             (Some(Value::String(_)), Some(_)) => {
                 Err(shape("id must be a string or an integer", None))
+            }
+            (Some(_), id) if body.has_lone_surrogate(&["method"]) => {
+                Err(shape(LONE_SURROGATE_METHOD, id.filter(is_valid_id)))
             }
             (Some(_), id) => Err(shape("method must be a string", id.filter(is_valid_id))),
             (None, Some(id)) if is_response => Ok(Self::Response { id, body }),
@@ -181,6 +187,14 @@ impl Message {
         }
     }
 }
+
+/// The refusal of a request id that is a string no Unicode text can hold.
+const LONE_SURROGATE_ID: &str = "id holds a lone UTF-16 surrogate escape, which encodes no \
+                                 character; a request id must be a string of Unicode text or an integer";
+
+/// The refusal of a method name that is a string no Unicode text can hold.
+const LONE_SURROGATE_METHOD: &str = "method holds a lone UTF-16 surrogate escape, which encodes \
+                                     no character; a method name must be Unicode text";
 
 fn shape(reason: &'static str, id: Option<Value>) -> Invalid {
     Invalid::Shape { reason, id }
@@ -239,6 +253,24 @@ mod tests {
                 "{message}: {err:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_lone_surrogate_in_the_method_or_id_is_named_as_the_cause() {
+        let parse = |text: &str| WireMessage::parse(text.as_bytes()).expect("valid JSON");
+        let method = Message::classify(parse(r#"{"jsonrpc":"2.0","id":3,"method":"\ud800"}"#));
+        assert_eq!(
+            method,
+            Err(shape(LONE_SURROGATE_METHOD, Some(json!(3)))),
+            "refused with the request id"
+        );
+        let id = Message::classify(parse(r#"{"jsonrpc":"2.0","id":"\udfff","method":"ping"}"#));
+        assert_eq!(id, Err(shape(LONE_SURROGATE_ID, None)));
+        // Values a view cannot hold for another reason keep their own refusal.
+        let big = Message::classify(parse(r#"{"jsonrpc":"2.0","id":1e400,"method":"ping"}"#));
+        assert_eq!(big, Err(shape("id must be a string or an integer", None)));
+        let null = Message::classify(parse(r#"{"jsonrpc":"2.0","id":1,"method":null}"#));
+        assert_eq!(null, Err(shape("method must be a string", Some(json!(1)))));
     }
 
     #[test]

@@ -116,6 +116,14 @@ pub(super) fn shape(
     shared: bool,
     body: &WireMessage,
 ) -> Result<(), Refusal> {
+    if method == "tools/call" && tool.is_none() && body.has_lone_surrogate(&["params", "name"]) {
+        return Err(Refusal::new(
+            Outcome::Rejected,
+            jsonrpc::INVALID_PARAMS,
+            "tools/call params.name holds a lone UTF-16 surrogate escape, which encodes no \
+             character; a tool's name must be Unicode text",
+        ));
+    }
     if method == "tools/call" && tool.is_none() {
         return Err(Refusal::new(
             Outcome::Rejected,

@@ -192,6 +192,21 @@ impl WireMessage {
         RawValue::from_string(self.text()[range].to_owned()).ok()
     }
 
+    /// Whether the member at `path` is a JSON string the view could not hold: one with a lone
+    /// UTF-16 surrogate escape (`"\ud800"`), which encodes no Unicode character, so it reads as
+    /// `null` in the view. For a refusal that names the cause instead of calling the member
+    /// missing (found by a new user).
+    pub fn has_lone_surrogate(&self, path: &[&str]) -> bool {
+        self.is_partial()
+            && path
+                .iter()
+                .try_fold(self.view(), |v, k| v.get(*k))
+                .is_none_or(Value::is_null)
+            && self
+                .raw_member(path)
+                .is_some_and(|raw| raw.get().starts_with('"'))
+    }
+
     /// Splices `text` over the member at `path`, and `view` (`null` and partial when `None`)
     /// into the view.
     fn splice(&mut self, path: &[&str], text: &str, view: Option<Value>) -> bool {

@@ -196,6 +196,51 @@ async fn modern_request_reaches_a_legacy_upstream_without_its_hop_fields_and_ret
     proxy.shutdown().await;
 }
 
+/// Found by a new user: a modern client's vendor `_meta` members reached a legacy upstream
+/// changed, because the proxy re-serialized `_meta` from its parsed view when it removed the hop
+/// fields: `1.50` as `1.5`, `"\u00e9"` as `"é"`, a lone surrogate as `null`, deep nesting cut
+/// to `[null]`. Now only the hop fields are removed and the progress token rewritten.
+#[tokio::test]
+async fn modern_request_meta_reaches_a_legacy_upstream_as_the_client_wrote_it() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let from = upstream.received_count();
+    let vendor = format!(
+        r#""com.x/v" : 1.50,"com.x/e":"\u00e9","com.x/s":"\ud800","\udc00":1,"com.x/d":{}1{}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"m"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN}","io.modelcontextprotocol/clientCapabilities":{{}},{vendor},"progressToken":"p8"}}}}}}"#
+    );
+    let reply = post_with(
+        &mcp_url(&proxy),
+        None,
+        &modern_headers("tools/call", Some("echo")),
+        &body,
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.last()["id"], json!(8));
+    let sent = upstream
+        .received_since(from)
+        .into_iter()
+        .find(|r| r.method.as_deref() == Some("tools/call"))
+        .expect("the call reached the upstream");
+    let token = sent.message["params"]["_meta"]["progressToken"]
+        .as_str()
+        .expect("a rewritten token")
+        .to_owned();
+    assert!(
+        sent.raw.contains(&format!(
+            r#""_meta":{{{vendor},"progressToken":"{token}"}}"#
+        )),
+        "{}",
+        sent.raw
+    );
+    proxy.shutdown().await;
+}
+
 /// SEP-2243 custom headers in front of a legacy upstream (which would never look at them):
 /// the proxy learned from the tool listing that `route`'s `region` argument is mirrored in
 /// `Mcp-Param-Region`, so a call whose header is missing, undecodable or different is refused

@@ -200,24 +200,37 @@ pub fn fill_meta(body: &mut WireMessage, version: &str, hop: &ClientHop) {
     if version_right && has(META_CLIENT_CAPABILITIES) && !info_due && !level_due {
         return;
     }
-    let mut filled: Map<String, Value> = meta.cloned().unwrap_or_default();
-    filled.insert(META_PROTOCOL_VERSION.to_owned(), json!(version));
-    if !filled.contains_key(META_CLIENT_CAPABILITIES) {
-        let capabilities = if hop.capabilities.is_object() {
-            hop.capabilities.clone()
-        } else {
-            json!({})
-        };
-        filled.insert(META_CLIENT_CAPABILITIES.to_owned(), capabilities);
+    let capabilities = if hop.capabilities.is_object() {
+        hop.capabilities.clone()
+    } else {
+        json!({})
+    };
+    let fields = [
+        (!version_right).then(|| (META_PROTOCOL_VERSION, json!(version))),
+        (!has(META_CLIENT_CAPABILITIES)).then_some((META_CLIENT_CAPABILITIES, capabilities)),
+        info_due.then(|| (META_CLIENT_INFO, hop.info.clone())),
+        (hop.log_level.as_ref())
+            .filter(|_| level_due)
+            .map(|level| (META_LOG_LEVEL, json!(level))),
+    ];
+    if meta.is_some() {
+        // Set or added member by member: the client's own members keep their text as written
+        // (found by a new user: `_meta` was re-serialized from its view).
+        for (key, value) in fields.into_iter().flatten() {
+            if !body.set(&["params", "_meta", key], &value) {
+                body.insert_member(&["params", "_meta"], key, &value);
+            }
+        }
+        return;
     }
-    if info_due {
-        filled.insert(META_CLIENT_INFO.to_owned(), hop.info.clone());
-    }
-    if let (true, Some(level)) = (level_due, &hop.log_level) {
-        filled.insert(META_LOG_LEVEL.to_owned(), json!(level));
-    }
+    let filled: Map<String, Value> = fields
+        .into_iter()
+        .flatten()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
     let filled = Value::Object(filled);
     match body.get("params") {
+        // `_meta` that is not an object: replaced.
         Some(params) if params.get("_meta").is_some() => {
             body.set(&["params", "_meta"], &filled);
         }
@@ -243,20 +256,10 @@ const CLIENT_HOP_KEYS: [&str; 4] = [
 ];
 
 /// Removes the client-hop `_meta` keys from a modern client's request before it goes to a
-/// legacy upstream. Only `params._meta` is re-serialized, and only when it held one of them.
+/// legacy upstream. Every other member of `params._meta` (the progress token, trace context,
+/// vendor keys) keeps its text as the client wrote it.
 pub fn strip_client_hop(body: &mut WireMessage) {
-    let Some(meta) = body.at("/params/_meta").and_then(Value::as_object) else {
-        return;
-    };
-    if !CLIENT_HOP_KEYS.iter().any(|key| meta.contains_key(*key)) {
-        return;
-    }
-    let kept: Map<String, Value> = meta
-        .iter()
-        .filter(|(key, _)| !CLIENT_HOP_KEYS.contains(&key.as_str()))
-        .map(|(key, value)| (key.clone(), value.clone()))
-        .collect();
-    body.set(&["params", "_meta"], &Value::Object(kept));
+    body.remove_members(&["params", "_meta"], &CLIENT_HOP_KEYS);
 }
 
 /// Whether a message the proxy would send a modern upstream has a place on its wire: requests
@@ -370,6 +373,44 @@ mod tests {
                 .contains(r#""arguments":{"n":12345678901234567890}"#),
             "the rest is byte for byte: {}",
             body.text()
+        );
+    }
+
+    #[test]
+    fn the_hop_fields_change_and_every_other_meta_member_keeps_its_text() {
+        // Values a parsed view changes or cannot hold (found by a new user: `_meta` was
+        // re-serialized, so these arrived as `1.5`, `"é"`, `null`, `[null]`).
+        let vendor = format!(
+            r#""com.x/v":1.50,"com.x/e":"\u00e9","com.x/s":"\ud800","\udc00":1,"com.x/d":{}1{}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let modern = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28",{vendor},"io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let mut body = WireMessage::parse(modern.as_bytes()).expect("parse");
+        strip_client_hop(&mut body);
+        assert_eq!(
+            body.text(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","_meta":{{{vendor}}}}}}}"#
+            )
+        );
+        let hop = ClientHop {
+            capabilities: json!({}),
+            info: Value::Null,
+            log_level: None,
+        };
+        let legacy = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","_meta":{{"io.modelcontextprotocol/protocolVersion":"2025-06-18",{vendor}}}}}}}"#
+        );
+        let mut body = WireMessage::parse(legacy.as_bytes()).expect("parse");
+        fill_meta(&mut body, "2026-07-28", &hop);
+        assert_eq!(
+            body.text(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","_meta":{{"io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28",{vendor}}}}}}}"#
+            )
         );
     }
 

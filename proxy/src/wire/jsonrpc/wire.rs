@@ -24,7 +24,7 @@ use serde::de::{DeserializeSeed, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use members::{RawMembers, first_repeated, span};
+use members::{RawMembers, first_repeated, span, without};
 use view::Names;
 
 /// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
@@ -259,6 +259,35 @@ impl WireMessage {
             if empty { "" } else { "," }
         );
         inner.text.insert_str(range.start + 1, &member);
+        true
+    }
+
+    /// Removes the members named in `names` from the object at `path` (e.g. a modern client's
+    /// hop fields from `params._meta` for a legacy upstream, issue 13), keeping every other
+    /// member's text as written: values a view would change or cannot hold (`1.50`, `\u00e9`,
+    /// a lone surrogate, deep nesting) stay as they are (found by a new user: `_meta` was
+    /// re-serialized from its view). The whitespace between the object's members is not kept.
+    /// Returns `false`, and changes nothing, when there is no object at `path` or it has none
+    /// of `names`.
+    pub fn remove_members(&mut self, path: &[&str], names: &[&str]) -> bool {
+        let Some(range) = self.locate(path) else {
+            return false;
+        };
+        let Some(kept) = without(&self.text()[range.clone()], names) else {
+            return false;
+        };
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.text.replace_range(range, &kept);
+        let mut target = &mut inner.view;
+        for key in path {
+            match target.get_mut(*key) {
+                Some(next) => target = next,
+                None => return true,
+            }
+        }
+        if let Some(object) = target.as_object_mut() {
+            object.retain(|key, _| !names.contains(&key.as_str()));
+        }
         true
     }
 

@@ -44,6 +44,37 @@ fn member<'a>(object: &'a str, key: &str, first: bool) -> Option<&'a RawValue> {
     found.get()
 }
 
+/// The JSON object `object` without its members named in `names`, every other member's text
+/// as written (its name, the whitespace around its colon, its value; the whitespace between
+/// members is not kept). `None` when `object` is not an object or has no such member.
+pub(super) fn without(object: &str, names: &[&str]) -> Option<String> {
+    let mut deserializer = serde_json::Deserializer::from_str(object);
+    let members = RawMembers.deserialize(&mut deserializer).ok()?;
+    let named = |key: &Key<'_>| names.iter().any(|name| key.is(name));
+    if !members.iter().any(|(key, _)| named(key)) {
+        return None;
+    }
+    let mut kept = String::with_capacity(object.len());
+    kept.push('{');
+    // Where the text before the next member's name starts: after `{`, then after each value.
+    let mut boundary = object.find('{')? + 1;
+    for (key, value) in &members {
+        // `value` borrows from `object`, so its offset is where it starts there.
+        let end = value.get().as_ptr() as usize - object.as_ptr() as usize + value.get().len();
+        // Only whitespace and one comma come before a name's opening quote.
+        let start = boundary + object[boundary..].find('"')?;
+        if !named(key) {
+            if kept.len() > 1 {
+                kept.push(',');
+            }
+            kept.push_str(&object[start..end]);
+        }
+        boundary = end;
+    }
+    kept.push('}');
+    Some(kept)
+}
+
 /// The first name among `members` that an earlier one repeats. Without allocating for the few
 /// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
 /// linear time.

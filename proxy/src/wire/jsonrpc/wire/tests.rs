@@ -313,3 +313,31 @@ fn an_object_spliced_as_written_has_its_names_read_again() {
     assert!(message.set_raw(&["params"], &raw));
     assert_eq!(message.duplicate_member().as_deref(), Some("params.a"));
 }
+
+#[test]
+fn remove_members_keeps_every_other_member_as_written() {
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let text = format!(
+        r#"{{"id":1,"params":{{ "a" : 1.50 ,"drop":{{"x":1}},"\ud800":"\u00e9","b":{deep},"drop2":2,"c":"\udfff"}}}}"#
+    );
+    let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+    assert!(message.remove_members(&["params"], &["drop", "drop2"]));
+    assert_eq!(
+        message.text(),
+        format!(r#"{{"id":1,"params":{{"a" : 1.50,"\ud800":"\u00e9","b":{deep},"c":"\udfff"}}}}"#)
+    );
+    assert!(message["params"].get("drop").is_none());
+    // The first member, and every member.
+    let mut first = WireMessage::parse(br#"{"m":{"x":1, "y":[2]}}"#).expect("parse");
+    assert!(first.remove_members(&["m"], &["x"]));
+    assert_eq!(first.text(), r#"{"m":{"y":[2]}}"#);
+    assert!(first.remove_members(&["m"], &["y"]));
+    assert_eq!(first.text(), r#"{"m":{}}"#);
+    assert_eq!(first["m"], json!({}));
+    // Nothing to remove, or no object: nothing changes.
+    assert!(!first.remove_members(&["m"], &["z"]));
+    assert!(!first.remove_members(&["n"], &["x"]));
+    let mut scalar = WireMessage::parse(br#"{"m":[{"x":1}]}"#).expect("parse");
+    assert!(!scalar.remove_members(&["m"], &["x"]));
+    assert_eq!(scalar.text(), r#"{"m":[{"x":1}]}"#);
+}

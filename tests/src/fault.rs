@@ -85,6 +85,9 @@ pub struct Faults {
     /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
     /// event. `None`: `raw` answers `{}`.
     pub raw_result: Option<String>,
+    /// As `raw_result`, for the `result` of `tools/list` (after the proxy's own listings at
+    /// start-up, which this also answers). `None`: the listing of `tools`.
+    pub raw_tools_list: Option<String>,
     /// Forget every session as soon as its `notifications/initialized` was acknowledged, so the
     /// handshake succeeds and the next request carrying the session gets 404 (an upstream that
     /// loses its state right after each handshake: a crash loop behind a stable address, or

@@ -55,3 +55,65 @@ async fn rel_08_duplicate_member_names_are_refused_and_never_reach_the_upstream(
     assert_eq!(reply.status, 200, "{}", reply.text);
     proxy.shutdown().await;
 }
+
+/// Found by a new user: what an upstream sends is read by the last duplicate too, but was
+/// passed on as written, so a client that keeps the first read the upstream's own request id
+/// (`"id":<client's>,"id":999` went out as is). Such a reply now ends the call with an error
+/// under the client's id; over JSON and over SSE alike.
+#[tokio::test]
+async fn rel_08_an_upstream_reply_with_a_name_twice_is_not_passed_on() {
+    for sse in [false, true] {
+        let upstream = FaultUpstream::builder().start().await;
+        upstream.update(|f| {
+            f.raw_result = Some(r#"{"content":[]},"id":999"#.to_owned());
+            f.sse_replies = sse;
+        });
+        let proxy = start_ready(&config(&upstream.url, "10s")).await;
+        let url = mcp_url(&proxy);
+        let session = open_session(&url).await;
+        let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"raw","arguments":{}}}"#;
+        let reply = post_raw(&url, Some(&session), call).await;
+        assert_eq!(reply.last()["id"], json!(9), "sse {sse}: {}", reply.text);
+        assert!(
+            reply.last()["error"].is_object(),
+            "sse {sse}: {}",
+            reply.text
+        );
+        assert!(!reply.text.contains("999"), "sse {sse}: {}", reply.text);
+        proxy.shutdown().await;
+    }
+}
+
+/// Found by a new user: a `tools/list` result in which a tool's name is given twice
+/// (`"name":"hidden","name":"echo"`) passed the tool policy as `echo` and went out as written,
+/// so a client that keeps the first duplicate was shown `hidden`. While a policy can hide tools,
+/// such a listing goes out as the proxy read it.
+#[tokio::test]
+async fn rel_08_a_tool_listing_with_a_name_twice_is_shown_as_the_policy_read_it() {
+    let upstream = FaultUpstream::builder().start().await;
+    upstream.update(|f| {
+        f.raw_tools_list = Some(
+            r#"{"tools":[{"name":"hidden","name":"echo","inputSchema":{"type":"object"}}]}"#
+                .to_owned(),
+        );
+    });
+    let mut cfg = config(&upstream.url, "10s");
+    cfg.tools = ToolsPolicySpec {
+        allow: Some(vec!["echo".into()]),
+        ..ToolsPolicySpec::default()
+    };
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let list = r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#;
+    let reply = post_raw(&url, Some(&session), list).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    assert_eq!(
+        reply.last()["result"]["tools"],
+        json!([{"name":"echo","inputSchema":{"type":"object"}}]),
+        "{}",
+        reply.text
+    );
+    assert!(!reply.text.contains("hidden"), "{}", reply.text);
+    proxy.shutdown().await;
+}

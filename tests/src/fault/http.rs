@@ -186,7 +186,14 @@ async fn request(
 ) -> Response {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     if method == "tools/call" && params["name"] == "raw" {
-        return raw_result(handle, &id);
+        let result = handle.lock().faults.raw_result.clone();
+        return raw_result(handle, &id, result);
+    }
+    let raw_list = handle.lock().faults.raw_tools_list.clone();
+    if method == "tools/list"
+        && let Some(result) = raw_list
+    {
+        return raw_result(handle, &id, Some(result));
     }
     let on_standalone = handle.lock().faults.answer_on_standalone;
     if method == "tools/call"
@@ -461,16 +468,11 @@ fn id_token(id: &Value) -> String {
         .replace(|c: char| !c.is_ascii_alphanumeric(), "")
 }
 
-/// The reply to `tools/call raw`: [`super::Faults::raw_result`] spliced in as it is.
-fn raw_result(handle: &FaultHandle, id: &Value) -> Response {
-    let (result, sse) = {
-        let inner = handle.lock();
-        let result = inner.faults.raw_result.clone();
-        (
-            result.unwrap_or_else(|| "{}".to_owned()),
-            inner.faults.sse_replies,
-        )
-    };
+/// A reply with the text `result` (`{}` when `None`) spliced in as it is:
+/// [`super::Faults::raw_result`], [`super::Faults::raw_tools_list`].
+fn raw_result(handle: &FaultHandle, id: &Value, result: Option<String>) -> Response {
+    let result = result.unwrap_or_else(|| "{}".to_owned());
+    let sse = handle.lock().faults.sse_replies;
     let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
     if sse {
         let event = Event::default().event("message").data(text);

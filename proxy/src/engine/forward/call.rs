@@ -117,8 +117,9 @@ impl Call {
     }
 
     /// The final response as the client sees it: [`Self::restore`]d, and for `tools/list`
-    /// without the tools the policy hides or the caller's grants do not name (the only rewrite
-    /// of a result, made only when a tool is hidden).
+    /// without the tools the policy hides or the caller's grants do not name, or one in which a
+    /// name repeats while tools can be hidden, as the proxy read it (the only rewrites of a
+    /// result).
     pub(super) fn finalize(&self, message: WireMessage) -> WireMessage {
         let mut message = self.restore(message);
         let policy = &self.engine.tools_policy;
@@ -130,11 +131,17 @@ impl Call {
             policy.exposes(name, read_only)
                 && grants.is_none_or(|grants| grants.allows(caller, name, read_only))
         };
+        // A listing in which a name repeats (`"name":"hidden","name":"shown"` in a tool) reads
+        // differently to a parser that takes the first duplicate, so while tools may be hidden
+        // the client gets it as the proxy read it (found by a new user: a hidden tool was listed).
+        // Levels: `result`, `tools`, a tool, its `annotations`.
+        let restricts = policy.allow.is_some() || policy.read_only || grants.is_some();
         let hides = |message: &WireMessage| {
-            message
+            let hidden = message
                 .at("/result/tools")
                 .and_then(Value::as_array)
-                .is_some_and(|tools| !tools.iter().all(shown))
+                .is_some_and(|tools| !tools.iter().all(shown));
+            hidden || (restricts && message.repeats_within(&["result"], 4))
         };
         if self.method == "tools/list" && hides(&message) && message.is_partial() {
             // Re-serializing would lose what the view cannot hold; hiding nothing would break

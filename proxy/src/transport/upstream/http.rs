@@ -258,8 +258,8 @@ impl HttpUpstream {
                 .await
                 .map_err(UpstreamError::Read)?
                 .to_bytes();
-            let value = WireMessage::parse(&bytes)
-                .map_err(|e| UpstreamError::Malformed(format!("invalid JSON body: {e}")))?;
+            let value = WireMessage::parse_unambiguous(&bytes)
+                .map_err(|e| UpstreamError::Malformed(format!("unusable JSON body: {e}")))?;
             Ok((Reply::Json(value), session_id))
         } else {
             Err(UpstreamError::Malformed(format!(
@@ -421,10 +421,10 @@ fn sse_events(
                 Err(e) => Some(Err(UpstreamError::Malformed(format!("broken SSE stream: {e}")))),
                 Ok(sse) => {
                     let data = sse.data.as_deref().map(str::trim).filter(|d| !d.is_empty())?;
-                    match WireMessage::parse(data.as_bytes()) {
+                    match WireMessage::parse_unambiguous(data.as_bytes()) {
                         Ok(value) => Some(Ok((sse.id, value))),
                         Err(error) => {
-                            tracing::warn!(%error, "skipped a non-JSON event on the upstream stream");
+                            tracing::warn!(%error, "skipped an unusable event on the upstream stream");
                             None
                         }
                     }

@@ -107,8 +107,8 @@ async fn next(mut state: State) -> Option<(Result<WireMessage, UpstreamError>, S
                 else {
                     continue;
                 };
-                let parsed = WireMessage::parse(data.as_bytes())
-                    .map_err(|e| UpstreamError::Malformed(format!("SSE event is not JSON: {e}")));
+                let parsed = WireMessage::parse_unambiguous(data.as_bytes())
+                    .map_err(|e| UpstreamError::Malformed(format!("unusable SSE event: {e}")));
                 match parsed {
                     Ok(message) => {
                         state.answered |= is_response(&message);

@@ -69,6 +69,10 @@ pub enum ParseError {
     /// Not one JSON value (serde_json's message, with line and column).
     #[error("not JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// A member name given twice in the envelope, `params` or `params._meta`
+    /// ([`WireMessage::parse_unambiguous`]).
+    #[error("member {0:?} appears twice; parsers differ on which one counts")]
+    Repeated(String),
 }
 
 impl WireMessage {
@@ -94,6 +98,30 @@ impl WireMessage {
             }
         };
         Ok(Self::new(text.to_owned(), view, partial, names))
+    }
+
+    /// As [`Self::parse`], refusing a message in which a member name appears twice in the
+    /// envelope, `params` or `params._meta` ([`Self::duplicate_member`]): for what an upstream
+    /// sends, which the proxy reads by the last duplicate while a client may read the first
+    /// (found by a new user: an upstream's reply with two `id`s reached the client with the
+    /// upstream's id first).
+    ///
+    /// # Errors
+    /// As [`Self::parse`], and [`ParseError::Repeated`].
+    pub fn parse_unambiguous(bytes: &[u8]) -> Result<Self, ParseError> {
+        let message = Self::parse(bytes)?;
+        match message.duplicate_member() {
+            Some(name) => Err(ParseError::Repeated(name)),
+            None => Ok(message),
+        }
+    }
+
+    /// Whether a member name repeats in some object within the value at `path`, down to
+    /// `depth` levels of objects and arrays (the value itself is the first): for a rewrite by
+    /// policy that must show the client only what the proxy read.
+    pub fn repeats_within(&self, path: &[&str], depth: usize) -> bool {
+        self.locate(path)
+            .is_some_and(|range| members::repeats_within(&self.text()[range], depth))
     }
 
     /// Whether some member of the message could not be held by the view (it reads as `null`

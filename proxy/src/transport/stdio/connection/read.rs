@@ -13,7 +13,7 @@ use super::shared::{EndReason, Shared};
 use crate::transport::stdio::lines::{Line, LineReader};
 use crate::transport::upstream::UpstreamError;
 use crate::wire::jsonrpc::Pointer as _;
-use crate::wire::jsonrpc::WireMessage;
+use crate::wire::jsonrpc::{ParseError, WireMessage};
 
 /// Prefix of the line a `berth-proxy stdio-host` sends before closing a connection it refuses.
 pub const REFUSAL_PREFIX: &str = "berth-stdio-host: refused: ";
@@ -70,8 +70,11 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<WireMe
             .inc();
         return;
     }
-    let Ok(message) = WireMessage::parse(&bytes) else {
-        return shared.skip("not_json", &bytes);
+    let message = match WireMessage::parse_unambiguous(&bytes) {
+        Ok(message) => message,
+        // A member name twice: JSON, but no unambiguous JSON-RPC message.
+        Err(ParseError::Repeated(_)) => return shared.skip("not_jsonrpc", &bytes),
+        Err(_) => return shared.skip("not_json", &bytes),
     };
     // A JSON-RPC batch (an array, as servers of revision 2025-03-26 may send): each member is
     // routed on its own, so a response inside one still completes its call at once (BR-23).

@@ -75,6 +75,26 @@ pub(super) fn without(object: &str, names: &[&str]) -> Option<String> {
     Some(kept)
 }
 
+/// Whether a member name repeats in some object within the JSON value `text`, down to
+/// `depth` levels of objects and arrays (`text` itself is the first).
+pub(super) fn repeats_within(text: &str, depth: usize) -> bool {
+    if depth == 0 {
+        return false;
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    if let Ok(members) = RawMembers.deserialize(&mut deserializer) {
+        return first_repeated(&members).is_some()
+            || members
+                .iter()
+                .any(|(_, value)| repeats_within(value.get(), depth - 1));
+    }
+    serde_json::from_str::<Vec<&RawValue>>(text).is_ok_and(|items| {
+        items
+            .iter()
+            .any(|item| repeats_within(item.get(), depth - 1))
+    })
+}
+
 /// The first name among `members` that an earlier one repeats. Without allocating for the few
 /// members an envelope has; a set past [`SCAN_MEMBERS`], so a message with many members costs
 /// linear time.

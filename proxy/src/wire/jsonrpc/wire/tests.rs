@@ -341,3 +341,20 @@ fn remove_members_keeps_every_other_member_as_written() {
     assert!(!scalar.remove_members(&["m"], &["x"]));
     assert_eq!(scalar.text(), r#"{"m":[{"x":1}]}"#);
 }
+
+#[test]
+fn parse_unambiguous_refuses_a_name_twice_where_the_check_looks() {
+    let twice = br#"{"jsonrpc":"2.0","id":1,"result":{},"id":999}"#;
+    assert!(matches!(
+        WireMessage::parse_unambiguous(twice),
+        Err(ParseError::Repeated(name)) if name == "id"
+    ));
+    let deeper = br#"{"jsonrpc":"2.0","id":1,"result":{"a":1,"a":2}}"#;
+    let message = WireMessage::parse_unambiguous(deeper).expect("not where the check looks");
+    assert!(message.repeats_within(&["result"], 1));
+    let tools = br#"{"id":1,"result":{"tools":[{"name":"a","annotations":{"x":1,"x":2}}]}}"#;
+    let message = WireMessage::parse(tools).expect("parse");
+    assert!(message.repeats_within(&["result"], 4));
+    assert!(!message.repeats_within(&["result"], 3), "past the depth");
+    assert!(!message.repeats_within(&["absent"], 4));
+}

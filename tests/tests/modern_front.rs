@@ -23,6 +23,13 @@ fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &
     headers
 }
 
+/// A modern `tools/call` of `echo`'s headers.
+const ECHO_CALL: &[(&str, &str)] = &[
+    ("mcp-protocol-version", MODERN),
+    ("mcp-method", "tools/call"),
+    ("mcp-name", "echo"),
+];
+
 /// A modern request body: `params` with the required per-request `_meta` fields added.
 fn modern_body(id: impl Into<Value>, method: &str, mut params: Value) -> String {
     let id = id.into();
@@ -158,13 +165,7 @@ async fn modern_request_reaches_a_legacy_upstream_without_its_hop_fields_and_ret
         "tools/call",
         json!({"name": "echo", "arguments": {"message": "big 12345678901234567890"}}),
     );
-    let reply = post_with(
-        &mcp_url(&proxy),
-        None,
-        &modern_headers("tools/call", Some("echo")),
-        &body,
-    )
-    .await;
+    let reply = post_with(&mcp_url(&proxy), None, ECHO_CALL, &body).await;
     assert_eq!(reply.status, 200, "{reply:?}");
     let result = &reply.last()["result"];
     assert_eq!(reply.last()["id"], json!(7));
@@ -213,13 +214,7 @@ async fn modern_request_meta_reaches_a_legacy_upstream_as_the_client_wrote_it() 
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","arguments":{{"message":"m"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN}","io.modelcontextprotocol/clientCapabilities":{{}},{vendor},"progressToken":"p8"}}}}}}"#
     );
-    let reply = post_with(
-        &mcp_url(&proxy),
-        None,
-        &modern_headers("tools/call", Some("echo")),
-        &body,
-    )
-    .await;
+    let reply = post_with(&mcp_url(&proxy), None, ECHO_CALL, &body).await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(reply.last()["id"], json!(8));
     let sent = upstream

@@ -8,15 +8,20 @@ use berth_tests::fault::FaultUpstream;
 use berth_tests::proxy::{config, mcp_url, open_session, post_raw, start_ready};
 use serde_json::json;
 
-#[tokio::test]
-async fn rel_08_duplicate_member_names_are_refused_and_never_reach_the_upstream() {
-    let upstream = FaultUpstream::builder().start().await;
-    let mut cfg = config(&upstream.url, "10s");
+/// The proxy's config in front of `url` with a tool policy that allows only `echo`.
+fn allowing_echo(url: &str) -> berth_crds::ProxyConfig {
+    let mut cfg = config(url, "10s");
     cfg.tools = ToolsPolicySpec {
         allow: Some(vec!["echo".into()]),
         ..ToolsPolicySpec::default()
     };
-    let proxy = start_ready(&cfg).await;
+    cfg
+}
+
+#[tokio::test]
+async fn rel_08_duplicate_member_names_are_refused_and_never_reach_the_upstream() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&allowing_echo(&upstream.url)).await;
     let url = mcp_url(&proxy);
     let session = open_session(&url).await;
     let before = upstream.received().len();
@@ -97,12 +102,7 @@ async fn rel_08_a_tool_listing_with_a_name_twice_is_shown_as_the_policy_read_it(
                 .to_owned(),
         );
     });
-    let mut cfg = config(&upstream.url, "10s");
-    cfg.tools = ToolsPolicySpec {
-        allow: Some(vec!["echo".into()]),
-        ..ToolsPolicySpec::default()
-    };
-    let proxy = start_ready(&cfg).await;
+    let proxy = start_ready(&allowing_echo(&upstream.url)).await;
     let url = mcp_url(&proxy);
     let session = open_session(&url).await;
     let list = r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#;

@@ -136,14 +136,13 @@ impl Call {
         // the client gets it as the proxy read it (found by a new user: a hidden tool was listed).
         // Levels: `result`, `tools`, a tool, its `annotations`.
         let restricts = policy.allow.is_some() || policy.read_only || grants.is_some();
-        let hides = |message: &WireMessage| {
-            let hidden = message
+        let rewrite = self.method == "tools/list"
+            && (message
                 .at("/result/tools")
                 .and_then(Value::as_array)
-                .is_some_and(|tools| !tools.iter().all(shown));
-            hidden || (restricts && message.repeats_within(&["result"], 4))
-        };
-        if self.method == "tools/list" && hides(&message) && message.is_partial() {
+                .is_some_and(|tools| !tools.iter().all(shown))
+                || restricts && message.repeats_within(&["result"], 4));
+        if rewrite && message.is_partial() {
             // Re-serializing would lose what the view cannot hold; hiding nothing would break
             // the policy. Neither: the client gets an error.
             return jsonrpc::error_response(
@@ -154,7 +153,7 @@ impl Call {
             )
             .into();
         }
-        if self.method == "tools/list" && hides(&message) {
+        if rewrite {
             message.rebuild(|view| {
                 if let Some(tools) = view
                     .pointer_mut("/result/tools")

@@ -116,19 +116,17 @@ pub(super) fn shape(
     shared: bool,
     body: &WireMessage,
 ) -> Result<(), Refusal> {
-    if method == "tools/call" && tool.is_none() && body.has_lone_surrogate(&["params", "name"]) {
-        return Err(Refusal::new(
-            Outcome::Rejected,
-            jsonrpc::INVALID_PARAMS,
-            "tools/call params.name holds a lone UTF-16 surrogate escape, which encodes no \
-             character; a tool's name must be Unicode text",
-        ));
-    }
     if method == "tools/call" && tool.is_none() {
+        let message = if body.has_lone_surrogate(&["params", "name"]) {
+            "tools/call params.name holds a lone UTF-16 surrogate escape, which encodes no \
+             character; a tool's name must be Unicode text"
+        } else {
+            "tools/call needs params.name, the tool's name as a string"
+        };
         return Err(Refusal::new(
             Outcome::Rejected,
             jsonrpc::INVALID_PARAMS,
-            "tools/call needs params.name, the tool's name as a string",
+            message,
         ));
     }
     if shared && let Some((code, message)) = crate::wire::tasks::refusal(method, body) {

@@ -146,12 +146,7 @@ impl WireMessage {
     /// levels where no name repeats (issue 14: each such read of a large message costs a pass
     /// over it).
     fn locate(&self, path: &[&str]) -> Option<std::ops::Range<usize>> {
-        if !self.is_partial()
-            && path
-                .iter()
-                .try_fold(self.view(), |v, k| v.get(*k))
-                .is_none()
-        {
+        if !self.is_partial() && self.view_at(path).is_none() {
             return None;
         }
         // Steps taken in the envelope, `params` and `params._meta`, the levels the names
@@ -183,6 +178,12 @@ impl WireMessage {
     /// The parsed view, for reading.
     pub fn view(&self) -> &Value {
         &self.inner.view
+    }
+
+    /// The member of the view at `path` (object keys from the top).
+    fn view_at(&self, path: &[&str]) -> Option<&Value> {
+        path.iter()
+            .try_fold(self.view(), |view, key| view.get(*key))
     }
 
     /// The parsed view, owned (copied only while a clone of the message is alive).
@@ -226,10 +227,7 @@ impl WireMessage {
     /// missing (found by a new user).
     pub fn has_lone_surrogate(&self, path: &[&str]) -> bool {
         self.is_partial()
-            && path
-                .iter()
-                .try_fold(self.view(), |v, k| v.get(*k))
-                .is_none_or(Value::is_null)
+            && self.view_at(path).is_none_or(Value::is_null)
             && self
                 .raw_member(path)
                 .is_some_and(|raw| raw.get().starts_with('"'))
@@ -244,14 +242,9 @@ impl WireMessage {
         let inner = Arc::make_mut(&mut self.inner);
         inner.text.replace_range(range, text);
         inner.partial |= view.is_none();
-        let mut target = &mut inner.view;
-        for key in path {
-            match target.get_mut(*key) {
-                Some(next) => target = next,
-                None => return true,
-            }
+        if let Some(target) = view_at_mut(&mut inner.view, path) {
+            *target = view.unwrap_or(Value::Null);
         }
-        *target = view.unwrap_or(Value::Null);
         true
     }
 
@@ -269,14 +262,10 @@ impl WireMessage {
         // A shared message is copied here even when the member turns out to be present: this
         // rewrite is rare (a modern result for a legacy peer).
         let inner = Arc::make_mut(&mut self.inner);
-        let mut target = &mut inner.view;
-        for step in path {
-            match target.get_mut(*step) {
-                Some(next) => target = next,
-                None => return false,
-            }
-        }
-        let Some(object) = target.as_object_mut().filter(|o| !o.contains_key(key)) else {
+        let Some(object) = view_at_mut(&mut inner.view, path)
+            .and_then(Value::as_object_mut)
+            .filter(|o| !o.contains_key(key))
+        else {
             return false;
         };
         let empty = object.is_empty();
@@ -306,14 +295,7 @@ impl WireMessage {
         };
         let inner = Arc::make_mut(&mut self.inner);
         inner.text.replace_range(range, &kept);
-        let mut target = &mut inner.view;
-        for key in path {
-            match target.get_mut(*key) {
-                Some(next) => target = next,
-                None => return true,
-            }
-        }
-        if let Some(object) = target.as_object_mut() {
+        if let Some(object) = view_at_mut(&mut inner.view, path).and_then(Value::as_object_mut) {
             object.retain(|key, _| !names.contains(&key.as_str()));
         }
         true
@@ -422,6 +404,11 @@ impl fmt::Display for WireMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
     }
+}
+
+/// The member of `view` at `path` (object keys from the top), for changing it.
+fn view_at_mut<'v>(view: &'v mut Value, path: &[&str]) -> Option<&'v mut Value> {
+    path.iter().try_fold(view, |view, key| view.get_mut(*key))
 }
 
 /// [`WireMessage::duplicate_member`] read from `text`, for a message whose parse did not check

@@ -9,11 +9,13 @@
 //! -32602), `slow` (`arguments.ms`, with progress), `ask` (sampling, elicitation and roots
 //! requests to the client mid-call). Faults: see [`Faults`] and the methods of [`FaultHandle`];
 //! a silent TCP acceptor and a refused port are in [`silent`] and [`closed_port_url`]; an
-//! upstream that is killed and restarted on the same port is in [`restart`].
+//! upstream that is killed and restarted on the same port is in [`restart`]; a server
+//! keep-alive timeout in front of one is in [`keep_alive`].
 //! Not responsible for: being a correct or complete MCP server. It is a test double; where the
 //! spec leaves a choice it copies the TypeScript SDK (status codes and bodies of errors).
 
 mod http;
+pub mod keep_alive;
 pub mod restart;
 pub mod silent;
 mod tools;

@@ -38,6 +38,10 @@ use berth_tests::proxy_process::proxy_bin;
 
 /// Settling time before a memory reading.
 const SETTLE: Duration = Duration::from_secs(1);
+/// How long after the loads RSS is read again: past Berth's 4 s upstream pool idle timeout and
+/// the pool's next sweep (at most another 4 s), so the reading is what the hop keeps once its
+/// clients and their calls are gone, not the keep-alive connections of the last burst.
+const AFTER_LOAD: Duration = Duration::from_secs(10);
 
 struct Args {
     proxy_bin: Option<PathBuf>,
@@ -377,7 +381,7 @@ async fn measure(
         result.loads.push(LoadResult::new(load, &figures, cpu));
     }
     drop(loads_client);
-    tokio::time::sleep(SETTLE * 2).await;
+    tokio::time::sleep(AFTER_LOAD).await;
     result.rss_after_kib = usage_of(system)?.map(|u| u.own_rss_kib);
     // A hop that spawns a child per session: the next open waits until the last one's child
     // exited (at most 5 s), as the child-alone figure waits for each child's exit.

@@ -58,9 +58,9 @@ pub type Body = BoxBody<Bytes, HttpError>;
 /// timeout of Node's `http.Server` and of uvicorn (the servers under the TypeScript and Python
 /// MCP SDKs), so the proxy lets a connection go before the server closes it and never writes a
 /// request on one the server is closing (that request would be lost; hyper's and reqwest's
-/// default, 90 s, allowed it). A call after a longer pause opens a new connection (on the
-/// pod's loopback, about 0.1 ms), and the pool's memory goes back soon after a burst
-/// (docs/benchmarks.md, tenth run). Test: `upstream_keep_alive.rs`.
+/// default, 90 s, allowed it). The first call after a longer pause opens a new connection (a
+/// TCP handshake, on the pod's loopback for a sidecar upstream), and the pool's memory goes
+/// back soon after a burst (docs/benchmarks.md, tenth run). Test: `upstream_keep_alive.rs`.
 const POOL_IDLE: Duration = Duration::from_secs(4);
 
 /// Which client carries requests to one upstream URL.

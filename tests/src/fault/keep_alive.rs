@@ -26,7 +26,6 @@ pub const SERVER_KEEP_ALIVE: Duration = Duration::from_secs(5);
 pub struct KeepAliveCloser {
     /// The upstream's MCP endpoint through the hop, `http://127.0.0.1:<port>/mcp`.
     pub url: String,
-    accepted: Arc<AtomicUsize>,
     closed_idle: Arc<AtomicUsize>,
     _task: AbortOnDrop,
 }
@@ -41,12 +40,10 @@ impl KeepAliveCloser {
             .await
             .expect("bind keep-alive hop");
         let addr = listener.local_addr().expect("keep-alive hop addr");
-        let accepted = Arc::new(AtomicUsize::new(0));
         let closed_idle = Arc::new(AtomicUsize::new(0));
-        let (count, closed) = (accepted.clone(), closed_idle.clone());
+        let closed = closed_idle.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
                 let closed = closed.clone();
                 tokio::spawn(async move {
                     if let Ok(server) = TcpStream::connect(target).await
@@ -59,15 +56,9 @@ impl KeepAliveCloser {
         });
         Self {
             url: format!("http://{addr}/mcp"),
-            accepted,
             closed_idle,
             _task: AbortOnDrop(task),
         }
-    }
-
-    /// Connections accepted so far.
-    pub fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
     }
 
     /// Connections closed because their client wrote after the keep-alive timeout (each one

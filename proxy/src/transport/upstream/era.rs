@@ -200,14 +200,13 @@ pub fn fill_meta(body: &mut WireMessage, version: &str, hop: &ClientHop) {
     if version_right && has(META_CLIENT_CAPABILITIES) && !info_due && !level_due {
         return;
     }
-    let capabilities = if hop.capabilities.is_object() {
-        hop.capabilities.clone()
-    } else {
-        json!({})
-    };
     let fields = [
         (!version_right).then(|| (META_PROTOCOL_VERSION, json!(version))),
-        (!has(META_CLIENT_CAPABILITIES)).then_some((META_CLIENT_CAPABILITIES, capabilities)),
+        (!has(META_CLIENT_CAPABILITIES)).then(|| {
+            let capabilities = Some(&hop.capabilities).filter(|c| c.is_object());
+            let capabilities = capabilities.cloned().unwrap_or_else(|| json!({}));
+            (META_CLIENT_CAPABILITIES, capabilities)
+        }),
         info_due.then(|| (META_CLIENT_INFO, hop.info.clone())),
         (hop.log_level.as_ref())
             .filter(|_| level_due)

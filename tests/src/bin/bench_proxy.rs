@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail, ensure};
 use berth_tests::bench::load::{self, Load};
-use berth_tests::bench::procs::{Usage, usage};
+use berth_tests::bench::procs::{Usage, own_cpu_between, usage};
 use berth_tests::bench::report::{IdleSessions, LoadResult, Report, SystemResult};
 use berth_tests::bench::systems::{self, System, Upstream};
 use berth_tests::bench::{clients, targets};
@@ -355,7 +355,7 @@ async fn measure(
     };
     tokio::time::sleep(SETTLE).await;
     let idle = usage_of(system)?;
-    result.rss_idle_kib = idle.map(|u| u.own_rss_kib);
+    result.rss_idle_kib = idle.as_ref().map(|u| u.own_rss_kib);
     // The loads run on their own client, dropped before the after-load RSS reading, so none of
     // their keep-alive connections (64 and more) is still open then: RSS after load is what
     // the hop keeps once its clients have gone.
@@ -368,9 +368,9 @@ async fn measure(
         load::close_sessions(&loads_client, url, &sessions).await;
         let figures = figures.with_context(|| load.label())?;
         let cpu = before
-            .zip(after)
-            .map(|(b, a)| (a.own_cpu - b.own_cpu, a.children_cpu - b.children_cpu));
-        if let (Some(idle), Some(after)) = (idle, after)
+            .zip(after.as_ref())
+            .map(|(b, a)| (own_cpu_between(&b, a), a.children_cpu - b.children_cpu));
+        if let (Some(idle), Some(after)) = (idle.as_ref(), after)
             && load.sessions >= 64
             && load.rate.is_none()
         {

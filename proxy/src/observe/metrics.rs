@@ -430,11 +430,12 @@ impl Metrics {
         }
     }
 
-    /// The label value for a tool name: the name if discovered, else [`OTHER`].
-    pub fn tool_label(&self, name: &str) -> String {
+    /// The label value for a tool name: the name if discovered, else [`OTHER`] (no copy of
+    /// either per call, issue 14).
+    pub fn tool_label<'a>(&self, name: &'a str) -> &'a str {
         match self.tool_names.read() {
-            Ok(names) if names.contains(name) => name.to_owned(),
-            _ => OTHER.to_owned(),
+            Ok(names) if names.contains(name) => name,
+            _ => OTHER,
         }
     }
 
@@ -458,10 +459,10 @@ impl Metrics {
         if method == "tools/call" {
             let tool = self.tool_label(tool.unwrap_or(OTHER));
             self.tool_calls
-                .with_label_values(&[tool.as_str(), outcome.as_label()])
+                .with_label_values(&[tool, outcome.as_label()])
                 .inc();
             self.tool_call_duration
-                .with_label_values(&[tool.as_str(), outcome.as_label()])
+                .with_label_values(&[tool, outcome.as_label()])
                 .observe(elapsed.as_secs_f64());
         }
     }

@@ -123,7 +123,7 @@ impl Message {
         };
         let id = object.get("id").cloned();
         let usable_id = id.clone().filter(is_valid_id);
-        if body.get("jsonrpc") != Some(&json!("2.0")) {
+        if body.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(shape("jsonrpc must be \"2.0\"", usable_id));
         }
         if object.contains_key("method")
@@ -134,9 +134,9 @@ impl Message {
                 usable_id,
             ));
         }
-        let method = object.get("method").cloned();
+        let method = object.get("method");
         let is_response = object.contains_key("result") || object.contains_key("error");
-        match (method.as_ref(), id) {
+        match (method, id) {
             (Some(Value::String(method)), Some(_)) if method.starts_with("notifications/") => {
                 Err(shape(
                     "a notification carries no id (notifications/* with an id)",

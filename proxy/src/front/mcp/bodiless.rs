@@ -85,7 +85,10 @@ pub(super) async fn handle_get(
     let Some(session) = live_session(&proxy, header, caller.as_deref()) else {
         return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
     };
-    if let Some(last_event_id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+    if let Some(last_event_id) = headers
+        .get(crate::wire::headers::LAST_EVENT_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+    {
         match session.resume(last_event_id) {
             Ok(events) => {
                 proxy

@@ -55,7 +55,7 @@ fn is_modern_header(version: &str) -> bool {
 /// The `MCP-Protocol-Version` header as text (lossy when it is not UTF-8); `None` when absent.
 pub fn header_version(headers: &HeaderMap) -> Option<&str> {
     headers
-        .get("mcp-protocol-version")
+        .get(crate::wire::headers::PROTOCOL_VERSION_HEADER)
         .map(|v| v.to_str().unwrap_or("(not UTF-8)"))
 }
 

@@ -23,7 +23,9 @@ pub use self::client::HttpError;
 use self::client::{Body, Client};
 use self::target::Target;
 use super::UpstreamError;
-use crate::wire::headers::{METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_HEADER};
+use crate::wire::headers::{
+    LAST_EVENT_ID_HEADER, METHOD_HEADER, NAME_HEADER, PROTOCOL_VERSION_HEADER, SESSION_HEADER,
+};
 use crate::wire::jsonrpc::WireMessage;
 
 /// An upstream's HTTP response, its body not yet read.
@@ -144,8 +146,13 @@ impl HttpUpstream {
         session: Option<&str>,
         protocol_version: Option<&str>,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
-        self.post_with(message, session, headers(protocol_version))
-            .await
+        self.post_with(
+            message,
+            session,
+            protocol_version,
+            headers(protocol_version),
+        )
+        .await
     }
 
     /// POSTs one JSON-RPC request to a modern (MCP 2026-07-28) upstream: no session, and the
@@ -181,7 +188,7 @@ impl HttpUpstream {
         {
             headers.insert(NAME_HEADER, value);
         }
-        self.post_with(message, None, headers)
+        self.post_with(message, None, Some(protocol_version), headers)
             .await
             .map(|(reply, _)| reply)
     }
@@ -190,14 +197,10 @@ impl HttpUpstream {
         &self,
         message: &WireMessage,
         session: Option<&str>,
-        headers: HeaderMap,
+        protocol_version: Option<&str>,
+        mut headers: HeaderMap,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
-        let protocol_version = headers
-            .get(PROTOCOL_VERSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
         // Names and constant values are static: no copy of them per request.
-        let mut headers = headers;
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             ACCEPT,
@@ -247,7 +250,7 @@ impl HttpUpstream {
             let stream = super::resume::call_stream(
                 self.clone(),
                 session.map(str::to_owned),
-                protocol_version,
+                protocol_version.map(str::to_owned),
                 response,
             );
             Ok((Reply::Stream(stream), session_id))
@@ -304,7 +307,7 @@ impl HttpUpstream {
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         insert_value(&mut headers, SESSION_HEADER, session)?;
         if let Some(id) = last_event_id {
-            insert_value(&mut headers, "last-event-id", id)?;
+            insert_value(&mut headers, LAST_EVENT_ID_HEADER, id)?;
         }
         let response = self
             .send(self.request(Method::GET, headers, Bytes::new()))
@@ -384,7 +387,7 @@ fn headers(protocol_version: Option<&str>) -> HeaderMap {
 /// session id or event id the upstream gave): the request cannot be sent.
 fn insert_value(
     headers: &mut HeaderMap,
-    name: &'static str,
+    name: HeaderName,
     value: &str,
 ) -> Result<(), UpstreamError> {
     let value = HeaderValue::from_str(value).map_err(|e| UpstreamError::Send(HttpError::new(e)))?;

@@ -7,7 +7,7 @@
 //! header.
 
 use http::Uri;
-use http::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use http::header::{AUTHORIZATION, HOST, HeaderMap, HeaderName, HeaderValue};
 
 use super::super::UpstreamError;
 
@@ -18,8 +18,9 @@ pub struct Target {
     pub url: reqwest::Url,
     /// The request target: `url` without userinfo.
     pub uri: Uri,
-    /// Sent on every request that does not set the same header itself; every value is marked
-    /// sensitive, so no log or debug output shows it.
+    /// Sent on every request that does not set the same header itself. Every configured value
+    /// is marked sensitive, so no log or debug output shows it; `Host` is made here once, as
+    /// the HTTP client would make it on each request (issue 14), unless configured.
     pub headers: HeaderMap,
 }
 
@@ -57,6 +58,11 @@ impl Target {
             .as_str()
             .parse()
             .map_err(|e| UpstreamError::Config(format!("invalid upstream url: {e}")))?;
+        if !defaults.contains_key(HOST)
+            && let Some(host) = host_value(&uri)
+        {
+            defaults.insert(HOST, host);
+        }
         Ok(Self {
             url,
             uri,
@@ -73,6 +79,22 @@ pub fn shown(url: &reqwest::Url) -> reqwest::Url {
         let _ = shown.set_username("redacted");
     }
     shown
+}
+
+/// The `Host` header for requests to `uri` (RFC 9110 §7.2): the host, with the port unless it
+/// is the scheme's default (80 for `http`, 443 for `https`), as hyper's client writes it.
+fn host_value(uri: &Uri) -> Option<HeaderValue> {
+    let host = uri.host()?;
+    let default_port = if uri.scheme_str() == Some("https") {
+        443
+    } else {
+        80
+    };
+    let text = match uri.port_u16() {
+        Some(port) if port != default_port => format!("{host}:{port}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&text).ok()
 }
 
 /// Removes the userinfo from `url` and returns it as a sensitive `Basic` credential; `None`
@@ -138,6 +160,34 @@ mod tests {
             "Bearer configured"
         );
         assert_eq!(target.uri.to_string(), "http://127.0.0.1/mcp");
+    }
+
+    #[test]
+    fn host_is_made_once_without_the_schemes_default_port() {
+        let host = |url: &str| {
+            let target = Target::parse(url, &[]).expect("target");
+            target.headers.get(HOST).expect("a host").clone()
+        };
+        assert_eq!(host("http://127.0.0.1:3001/mcp"), "127.0.0.1:3001");
+        assert_eq!(host("http://upstream.ns.svc:80/mcp"), "upstream.ns.svc");
+        assert_eq!(host("http://upstream.ns.svc/mcp"), "upstream.ns.svc");
+        assert_eq!(host("https://mcp.example.com:443/mcp"), "mcp.example.com");
+        assert_eq!(
+            host("https://mcp.example.com:8443/mcp"),
+            "mcp.example.com:8443"
+        );
+        assert_eq!(host("http://[::1]:8080/mcp"), "[::1]:8080");
+        assert_eq!(host("http://user:pw@127.0.0.1:3001/mcp"), "127.0.0.1:3001");
+    }
+
+    #[test]
+    fn a_configured_host_header_is_kept() {
+        let target = Target::parse(
+            "http://127.0.0.1:3001/mcp",
+            &[("Host".into(), "mcp.internal".into())],
+        )
+        .expect("target");
+        assert_eq!(target.headers.get(HOST).expect("host"), "mcp.internal");
     }
 
     #[test]

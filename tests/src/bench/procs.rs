@@ -62,24 +62,26 @@ pub fn usage(pid: u32) -> anyhow::Result<Usage> {
 /// nanosecond clocks when every thread alive at `before` is still alive at `after` (a thread
 /// that ended took its time with it), else from the clock ticks.
 pub fn own_cpu_between(before: &Usage, after: &Usage) -> f64 {
-    let ticks = after.own_cpu - before.own_cpu;
-    if before.threads_ns.is_empty() || after.threads_ns.is_empty() {
-        return ticks;
+    let alive = |tid: &i32| after.threads_ns.iter().any(|(t, _)| t == tid);
+    if before.threads_ns.is_empty()
+        || after.threads_ns.is_empty()
+        || !before.threads_ns.iter().all(|(tid, _)| alive(tid))
+    {
+        return after.own_cpu - before.own_cpu;
     }
-    let mut total: u64 = 0;
-    for (tid, ns) in &after.threads_ns {
-        let start = before
+    let at_start = |tid: &i32| {
+        before
             .threads_ns
             .iter()
             .find(|(t, _)| t == tid)
-            .map_or(0, |(_, ns)| *ns);
-        total += ns.saturating_sub(start);
-    }
-    let all_alive = before
+            .map_or(0, |(_, ns)| *ns)
+    };
+    let total: u64 = after
         .threads_ns
         .iter()
-        .all(|(tid, _)| after.threads_ns.iter().any(|(t, _)| t == tid));
-    if all_alive { total as f64 / 1e9 } else { ticks }
+        .map(|(tid, ns)| ns.saturating_sub(at_start(tid)))
+        .sum();
+    total as f64 / 1e9
 }
 
 /// Each live thread's CPU time in nanoseconds; empty if any cannot be read.

@@ -146,13 +146,8 @@ impl HttpUpstream {
         session: Option<&str>,
         protocol_version: Option<&str>,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
-        self.post_with(
-            message,
-            session,
-            protocol_version,
-            headers(protocol_version),
-        )
-        .await
+        self.post_with(message, session, protocol_version, HeaderMap::new())
+            .await
     }
 
     /// POSTs one JSON-RPC request to a modern (MCP 2026-07-28) upstream: no session, and the
@@ -167,7 +162,7 @@ impl HttpUpstream {
         protocol_version: &str,
         param_headers: &[(String, String)],
     ) -> Result<Reply, UpstreamError> {
-        let mut headers = headers(Some(protocol_version));
+        let mut headers = HeaderMap::new();
         for (name, value) in param_headers {
             if let (Ok(name), Ok(value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
@@ -193,6 +188,9 @@ impl HttpUpstream {
             .map(|(reply, _)| reply)
     }
 
+    /// POSTs `message` with `headers` (a modern request's mirrored ones) and the headers every
+    /// POST carries: `MCP-Protocol-Version`, `Content-Type`, `Accept`, the session's id and
+    /// the trace context.
     async fn post_with(
         &self,
         message: &WireMessage,
@@ -200,6 +198,9 @@ impl HttpUpstream {
         protocol_version: Option<&str>,
         mut headers: HeaderMap,
     ) -> Result<(Reply, Option<String>), UpstreamError> {
+        if let Some(version) = protocol_version {
+            set_protocol_version(&mut headers, version);
+        }
         // Names and constant values are static: no copy of them per request.
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
@@ -303,7 +304,8 @@ impl HttpUpstream {
         protocol_version: &str,
         last_event_id: Option<&str>,
     ) -> Result<Option<Response>, UpstreamError> {
-        let mut headers = headers(Some(protocol_version));
+        let mut headers = HeaderMap::new();
+        set_protocol_version(&mut headers, protocol_version);
         headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         insert_value(&mut headers, SESSION_HEADER, session)?;
         if let Some(id) = last_event_id {
@@ -342,7 +344,8 @@ impl HttpUpstream {
     /// # Cancellation
     /// Cancel-safe: dropping the future abandons the HTTP request.
     pub async fn delete(&self, session: &str, protocol_version: &str) -> Result<(), UpstreamError> {
-        let mut headers = headers(Some(protocol_version));
+        let mut headers = HeaderMap::new();
+        set_protocol_version(&mut headers, protocol_version);
         insert_value(&mut headers, SESSION_HEADER, session)?;
         let response = self
             .send(self.request(Method::DELETE, headers, Bytes::new()))
@@ -370,14 +373,12 @@ impl super::resume::Reopen for HttpUpstream {
     }
 }
 
-/// `MCP-Protocol-Version` when a version was negotiated: on every request after `initialize`,
-/// with or without a session (a server without sessions needs it as much).
-fn headers(protocol_version: Option<&str>) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    if let Some(value) = protocol_version.and_then(|v| HeaderValue::from_str(v).ok()) {
+/// Sets `MCP-Protocol-Version`, the negotiated revision: sent on every request after
+/// `initialize`, with or without a session (a server without sessions needs it as much).
+fn set_protocol_version(headers: &mut HeaderMap, protocol_version: &str) {
+    if let Ok(value) = HeaderValue::from_str(protocol_version) {
         headers.insert(PROTOCOL_VERSION_HEADER, value);
     }
-    headers
 }
 
 /// Sets `name` to `value`.

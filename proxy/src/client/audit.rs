@@ -30,6 +30,7 @@ use serde_json::Value;
 use batched::BatchedWriter;
 
 use crate::access::auth::Principal;
+use crate::wire::jsonrpc::{Pointer as _, WireMessage};
 use crate::wire::outcome::Outcome;
 
 /// Lines queued before a caller waits for stdout.
@@ -76,20 +77,26 @@ impl CallFacts {
         session_id: Option<&str>,
         request_id: &Value,
         caller: Option<Arc<Principal>>,
-        body: &Value,
+        body: &WireMessage,
     ) -> Self {
-        let params = body.get("params");
+        // Read through the envelope, and only the arguments parsed (issue 14); arguments a
+        // `Value` cannot hold are digested as the message's view holds them.
+        let arguments = body.member_text(&["params", "arguments"]).map(|text| {
+            serde_json::from_str::<Value>(text).unwrap_or_else(|_| {
+                body.view()
+                    .at("/params/arguments")
+                    .cloned()
+                    .unwrap_or(Value::Null)
+            })
+        });
         Self {
             session_id: session_id.map(str::to_owned),
             request_id: request_id.clone(),
             caller,
-            tool: params
-                .and_then(|p| p.get("name"))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            arguments_sha256: params
-                .and_then(|p| p.get("arguments"))
-                .map(arguments_digest),
+            tool: body
+                .member_str(&["params", "name"])
+                .map(std::borrow::Cow::into_owned),
+            arguments_sha256: arguments.as_ref().map(arguments_digest),
         }
     }
 }
@@ -185,15 +192,15 @@ impl Auditor {
     /// nothing.
     pub fn refused_tool_call(
         &self,
-        message: &Value,
+        message: &WireMessage,
         session_id: Option<&str>,
         caller: Option<&Arc<Principal>>,
         duration: Duration,
     ) {
-        if !self.is_on() || message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        if !self.is_on() || message.member_str(&["method"]).as_deref() != Some("tools/call") {
             return;
         }
-        let request_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let request_id = message.member_value(&["id"]).unwrap_or(Value::Null);
         let facts = CallFacts::of(session_id, &request_id, caller.cloned(), message);
         self.tool_call(&facts, Outcome::Rejected, duration);
     }
@@ -294,7 +301,7 @@ mod tests {
         let arguments = json!({"query": "secret plans", "limit": 3});
         let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
             "params": {"name": "search", "arguments": arguments}});
-        let facts = CallFacts::of(Some("s-1"), &json!(7), Some(Arc::new(caller)), &body);
+        let facts = CallFacts::of(Some("s-1"), &json!(7), Some(Arc::new(caller)), &body.into());
         let digest = arguments_digest(&arguments);
         assert_eq!(facts.arguments_sha256.as_deref(), Some(digest.as_str()));
         auditor.tool_call(&facts, Outcome::Denied, Duration::from_micros(1500));

@@ -15,6 +15,7 @@ use crate::client::sessions::DownstreamSession;
 use crate::transport::upstream::UpstreamSession;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::wire::answer::Answer;
+use crate::wire::jsonrpc::WireMessage;
 
 /// Answers `resources/subscribe` / `resources/unsubscribe` locally when the upstream's
 /// subscription set does not change (another client already subscribed, or still is); `None`
@@ -28,14 +29,14 @@ pub fn local_answer(
     upstream: &UpstreamSession,
     id: &Value,
     method: &str,
-    body: &Value,
+    body: &WireMessage,
 ) -> Option<Answer> {
     let subscribed = match method {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
         _ => return None,
     };
-    let uri = body.get("params")?.get("uri")?.as_str()?;
+    let uri = body.view().get("params")?.get("uri")?.as_str()?;
     let modern = upstream.era() == UpstreamEra::Modern;
     let empty = || {
         Some(Answer::ok(

@@ -315,19 +315,20 @@ fn bad_params(proxy: &Front, message: &Message) -> Option<Answer> {
     let (Message::Request { body, .. } | Message::Notification { body, .. }) = message else {
         return None;
     };
-    let id = body.get("id").cloned().unwrap_or(Value::Null);
-    let params = body.get("params");
-    let reason = if params.is_some_and(|p| !p.is_object()) {
+    // Read through the envelope: `params` stay unparsed (issue 14).
+    let reason = if body
+        .member_text(&["params"])
+        .is_some_and(|params| !params.starts_with('{'))
+    {
         "params must be an object"
     } else if message.method() == Some("initialize")
-        && !params
-            .and_then(|p| p.get("protocolVersion"))
-            .is_some_and(Value::is_string)
+        && body.member_str(&["params", "protocolVersion"]).is_none()
     {
         "initialize needs params.protocolVersion (a string)"
     } else {
         return None;
     };
+    let id = body.member_value(&["id"]).unwrap_or(Value::Null);
     Some(refused(
         &proxy.engine.metrics,
         "params",

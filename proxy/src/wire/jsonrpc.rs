@@ -9,6 +9,8 @@
 mod pointer;
 mod wire;
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 pub use pointer::Pointer;
@@ -116,52 +118,50 @@ impl Message {
     /// [`Invalid`] when the value is a batch or not a JSON-RPC 2.0 message.
     pub fn classify(message: impl Into<WireMessage>) -> Result<Self, Invalid> {
         let body = message.into();
-        let object = match body.view() {
-            Value::Object(object) => object,
-            Value::Array(_) => return Err(Invalid::Batch),
+        // Read through the envelope, not the view: the message's `params` stay unparsed
+        // (issue 14).
+        match body.text().as_bytes().first() {
+            Some(b'{') => {}
+            Some(b'[') => return Err(Invalid::Batch),
             _ => return Err(shape("message must be a JSON object", None)),
-        };
-        let id = object.get("id").cloned();
+        }
+        // An id a `Value` cannot hold reads as `null`, as in the view.
+        let id = body
+            .member_text(&["id"])
+            .map(|text| serde_json::from_str(text).unwrap_or(Value::Null));
         let usable_id = id.clone().filter(is_valid_id);
-        if body.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        if body.member_str(&["jsonrpc"]).as_deref() != Some("2.0") {
             return Err(shape("jsonrpc must be \"2.0\"", usable_id));
         }
-        if object.contains_key("method")
-            && (object.contains_key("result") || object.contains_key("error"))
-        {
+        let is_response =
+            body.member_text(&["result"]).is_some() || body.member_text(&["error"]).is_some();
+        // `Some(None)`: a method that is not a string of Unicode text.
+        let method = body
+            .member_text(&["method"])
+            .map(|_| body.member_str(&["method"]).map(Cow::into_owned));
+        if method.is_some() && is_response {
             return Err(shape(
                 "a message is a request or a response, never both (method with result/error)",
                 usable_id,
             ));
         }
-        let method = object.get("method");
-        let is_response = object.contains_key("result") || object.contains_key("error");
         match (method, id) {
-            (Some(Value::String(method)), Some(_)) if method.starts_with("notifications/") => {
-                Err(shape(
-                    "a notification carries no id (notifications/* with an id)",
-                    usable_id,
-                ))
+            (Some(Some(method)), Some(_)) if method.starts_with("notifications/") => Err(shape(
+                "a notification carries no id (notifications/* with an id)",
+                usable_id,
+            )),
+            (Some(Some(method)), None) => Ok(Self::Notification { method, body }),
+            (Some(Some(method)), Some(id)) if is_valid_id(&id) => {
+                Ok(Self::Request { id, method, body })
             }
-            (Some(Value::String(method)), None) => Ok(Self::Notification {
-                method: method.clone(),
-                body,
-            }),
-            (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Self::Request {
-                id,
-                method: method.clone(),
-                body,
-            }),
-            (Some(Value::String(_)), Some(_)) if body.has_lone_surrogate(&["id"]) => {
+            (Some(Some(_)), Some(_)) if body.has_lone_surrogate(&["id"]) => {
                 Err(shape(LONE_SURROGATE_ID, None))
             }
-            (Some(Value::String(_)), Some(_)) => {
-                Err(shape("id must be a string or an integer", None))
-            }
-            (Some(_), id) if body.has_lone_surrogate(&["method"]) => {
+            (Some(Some(_)), Some(_)) => Err(shape("id must be a string or an integer", None)),
+            (Some(None), id) if body.has_lone_surrogate(&["method"]) => {
                 Err(shape(LONE_SURROGATE_METHOD, id.filter(is_valid_id)))
             }
-            (Some(_), id) => Err(shape("method must be a string", id.filter(is_valid_id))),
+            (Some(None), id) => Err(shape("method must be a string", id.filter(is_valid_id))),
             (None, Some(id)) if is_response => Ok(Self::Response { id, body }),
             (None, id) => Err(shape(
                 "message has neither method nor result/error",

@@ -3,8 +3,7 @@
 //! Every `tools/call` ends in exactly one [`Outcome`] (README.md "Why it exists", failure 5). A
 //! result with `isError: true` is a failure (`tool_error`), never a success (field case BR-30).
 
-use crate::wire::jsonrpc::Pointer as _;
-use serde_json::Value;
+use crate::wire::jsonrpc::WireMessage;
 
 /// How one forwarded request ended. The label values are a contract: alerts and
 /// `docs/metrics.md` use them.
@@ -71,10 +70,11 @@ impl Outcome {
     ///
     /// `error` present -> [`Outcome::RpcError`]; `result.isError == true` -> [`Outcome::ToolError`]
     /// (MCP 2025-06-18, "Tools: Error Handling"); anything else -> [`Outcome::Ok`].
-    pub fn of_response(response: &Value) -> Self {
-        if response.get("error").is_some() {
+    /// Read through the message's envelope: the result is not parsed (issue 14).
+    pub fn of_response(response: &WireMessage) -> Self {
+        if response.member_text(&["error"]).is_some() {
             Self::RpcError
-        } else if response.at("/result/isError") == Some(&Value::Bool(true)) {
+        } else if response.member_text(&["result", "isError"]) == Some("true") {
             Self::ToolError
         } else {
             Self::Ok
@@ -90,21 +90,21 @@ mod tests {
     #[test]
     fn outcome_is_error_true_is_tool_error() {
         let r = json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":true}});
-        assert_eq!(Outcome::of_response(&r), Outcome::ToolError);
+        assert_eq!(Outcome::of_response(&r.into()), Outcome::ToolError);
     }
 
     #[test]
     fn outcome_is_error_false_or_absent_is_ok() {
         let r = json!({"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}});
-        assert_eq!(Outcome::of_response(&r), Outcome::Ok);
+        assert_eq!(Outcome::of_response(&r.into()), Outcome::Ok);
         let r = json!({"jsonrpc":"2.0","id":1,"result":{"content":[]}});
-        assert_eq!(Outcome::of_response(&r), Outcome::Ok);
+        assert_eq!(Outcome::of_response(&r.into()), Outcome::Ok);
     }
 
     #[test]
     fn outcome_json_rpc_error_is_rpc_error() {
         let r = json!({"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad"}});
-        assert_eq!(Outcome::of_response(&r), Outcome::RpcError);
+        assert_eq!(Outcome::of_response(&r.into()), Outcome::RpcError);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use crate::wire::jsonrpc;
+use crate::wire::jsonrpc::{self, WireMessage};
 
 /// Removes the `tasks` server capability from an upstream `InitializeResult` before a client
 /// of a shared session sees it.
@@ -27,16 +27,14 @@ pub fn hide_capability(result: &mut Value) {
 
 /// Why a request on a shared session is refused: `(JSON-RPC code, message)`, or `None` when it
 /// does not involve tasks.
-pub fn refusal(method: &str, body: &Value) -> Option<(i64, &'static str)> {
+pub fn refusal(method: &str, body: &WireMessage) -> Option<(i64, &'static str)> {
     if method.starts_with("tasks/") {
         return Some((
             jsonrpc::METHOD_NOT_FOUND,
             "tasks are not served over a shared upstream session (session.strategy Shared); use PerClient",
         ));
     }
-    body.get("params")
-        .and_then(|params| params.get("task"))
-        .map(|_| {
+    body.member_text(&["params", "task"]).map(|_| {
             (
                 jsonrpc::INVALID_PARAMS,
                 "task-augmented requests are not served over a shared upstream session (session.strategy Shared); send the request without params.task, or use PerClient",
@@ -50,8 +48,8 @@ mod tests {
 
     use super::*;
 
-    fn body(value: Value) -> Value {
-        value
+    fn body(value: Value) -> WireMessage {
+        value.into()
     }
 
     #[test]

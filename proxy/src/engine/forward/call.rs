@@ -105,11 +105,12 @@ impl Call {
     /// Maps an upstream message of this call back to the client's id and progress token;
     /// every other byte stays as the upstream sent it (issue 12, item 6).
     pub(super) fn restore(&self, mut message: WireMessage) -> WireMessage {
-        if message.get("id") == Some(&json!(self.upstream_id)) {
+        if message.member_value(&["id"]) == Some(Value::from(self.upstream_id)) {
             message.set_id(&self.downstream_id);
         }
         if let Some(original) = &self.progress_token
-            && message.at("/params/progressToken") == Some(&progress_token_for(self.upstream_id))
+            && message.member_value(&["params", "progressToken"])
+                == Some(progress_token_for(self.upstream_id))
         {
             message.set_raw(&["params", "progressToken"], original);
         }
@@ -171,9 +172,9 @@ impl Call {
         message
     }
 
-    pub(super) fn is_final(&self, message: &Value) -> bool {
-        (message.get("result").is_some() || message.get("error").is_some())
-            && message.get("id") == Some(&json!(self.upstream_id))
+    pub(super) fn is_final(&self, message: &WireMessage) -> bool {
+        (message.member_text(&["result"]).is_some() || message.member_text(&["error"]).is_some())
+            && message.member_value(&["id"]) == Some(Value::from(self.upstream_id))
     }
 
     pub(super) fn error(&self, code: i64, message: &str, outcome: Outcome) -> Answer {

@@ -6,6 +6,7 @@
 //! Not responsible for: deciding whether it goes upstream (the checks) or what happens once it
 //! has (`forward`, `call`).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,7 +70,7 @@ impl Incoming {
         spans::record_session(&span, session_id, session.protocol_version());
         let is_call = method == "tools/call";
         let tool = is_call
-            .then(|| body.get("params")?.get("name")?.as_str().map(str::to_owned))
+            .then(|| body.member_str(&["params", "name"]).map(Cow::into_owned))
             .flatten();
         let facts = (is_call && engine.auditor.is_on())
             .then(|| CallFacts::of(session_id, &id, caller.clone(), &body));

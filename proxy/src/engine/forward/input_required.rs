@@ -12,7 +12,6 @@
 //! gets a JSON-RPC error under its id, outcome `rejected`; each input request is counted in
 //! `berth_proxy_bridged_server_requests_total{direction="to_legacy_client"}`.
 
-use crate::wire::jsonrpc::Pointer as _;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use serde_json::{Map, Value, json};
@@ -35,10 +34,10 @@ const DIRECTION: &str = "to_legacy_client";
 
 /// Whether the final response `message` of `call` is an `input_required` result the proxy
 /// bridges: a modern upstream's, to a legacy client, on a method that may carry one.
-pub fn bridges(call: &Call, message: &Value) -> bool {
+pub fn bridges(call: &Call, message: &WireMessage) -> bool {
     call.retry_body.is_some()
         && call.upstream.era() == UpstreamEra::Modern
-        && message.at("/result/resultType").and_then(Value::as_str) == Some("input_required")
+        && message.member_str(&["result", "resultType"]).as_deref() == Some("input_required")
 }
 
 /// The original request kept for the retries, when `method` over an upstream of `era` for a

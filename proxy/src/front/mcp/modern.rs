@@ -53,7 +53,7 @@ pub async fn handle(
         Message::Response { .. } | Message::Notification { .. } => Value::Null,
     };
     let received = std::time::Instant::now();
-    let audited = |answer: Answer, body: &Value| {
+    let audited = |answer: Answer, body: &WireMessage| {
         proxy
             .engine
             .auditor

@@ -6,7 +6,7 @@
 //! Log lines written inside a span carry its `trace_id` and `span_id` fields (the stderr
 //! format prints the fields of the spans a line is in).
 
-use crate::wire::jsonrpc::Pointer as _;
+use crate::wire::jsonrpc::{Pointer as _, WireMessage};
 use axum::http::HeaderMap;
 use opentelemetry::trace::{Status, TraceContextExt as _};
 use serde_json::Value;
@@ -103,10 +103,11 @@ fn ids_for_logs(span: &Span) {
 
 /// The server span of one downstream JSON-RPC request (its POST's `headers`), child of the
 /// client's trace context when it sent one ([`super::parent_of`]).
-pub fn server(headers: &HeaderMap, request: &Value, id: &Value) -> Span {
+pub fn server(headers: &HeaderMap, request: &WireMessage, id: &Value) -> Span {
     if !super::state::enabled() {
         return Span::none();
     }
+    let request = request.view();
     let parent = super::parent_of(headers, request);
     let method = request
         .get("method")

@@ -9,26 +9,34 @@
 //! proxy builds itself ([`From<Value>`]) or rewrites by policy ([`WireMessage::rebuild`], e.g. a
 //! `tools/list` result without the tools the policy hides) is serialized from its view.
 //!
+//! The view is built only when something reads it (issue 14: no `Value` tree of `params` or
+//! `result` on the hot path). What the proxy reads on every call (the JSON-RPC request id, the
+//! method, the tool name, the progress token, `isError`) it reads through the message's
+//! envelope, the byte ranges of its members found in one pass when the message is parsed
+//! ([`WireMessage::member_text`]); that pass also checks the text is JSON and notes repeated
+//! member names.
+//!
 //! Finding a member in the text (its byte range, repeated names) without building a `Value` is
-//! the child module `members`; this module does not reach into JSON text otherwise.
+//! the child modules `envelope` and `members`; this module does not reach into JSON text
+//! otherwise.
 
+mod envelope;
 mod members;
-mod view;
 
 use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::de::{DeserializeSeed, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use envelope::{Envelope, Found, Names};
 use members::{RawMembers, first_repeated, span, without};
-use view::Names;
 
-/// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed) and its parsed
-/// view. Invariant: parsing `text` gives `view`.
+/// A JSON-RPC message: the exact text it arrived as (outer whitespace trimmed), its envelope and,
+/// once read, its parsed view. Invariant: parsing `text` gives `view` and `envelope`.
 ///
 /// Cloning is a reference count (a message is kept for resumption and relayed at once, issue
 /// 14); a rewrite of a shared message copies it first.
@@ -40,11 +48,34 @@ pub struct WireMessage {
 #[derive(Clone, Debug)]
 struct Parsed {
     text: String,
-    view: Value,
-    /// Some member could not be held by the view (see [`WireMessage::parse`]).
+    /// Built from `text` when first read.
+    view: OnceLock<View>,
+    /// The members' byte ranges and repeated names.
+    envelope: Envelope,
+}
+
+#[derive(Clone, Debug)]
+struct View {
+    value: Value,
+    /// Some member could not be held by the value (see [`WireMessage::parse`]).
     partial: bool,
-    /// Repeated member names, as far as the parse found them.
-    names: Names,
+}
+
+impl View {
+    /// The view of valid JSON `text`.
+    fn of(text: &str) -> Self {
+        match serde_json::from_str(text) {
+            Ok(value) => Self {
+                value,
+                partial: false,
+            },
+            // JSON a `Value` cannot hold.
+            Err(_) => Self {
+                value: partial_view(text, PARTIAL_VIEW_LEVELS),
+                partial: true,
+            },
+        }
+    }
 }
 
 /// A shared message's text as bytes ([`WireMessage::to_bytes`]).
@@ -88,16 +119,19 @@ impl WireMessage {
     /// [`ParseError`] when `bytes` are not UTF-8 or not exactly one JSON value.
     pub fn parse(bytes: &[u8]) -> Result<Self, ParseError> {
         let text = std::str::from_utf8(bytes)?.trim_matches([' ', '\t', '\n', '\r']);
-        let (view, partial, names) = match view::parse(text) {
-            Ok((view, names)) => (view, false, names),
+        let envelope = match Envelope::scan(text) {
+            Ok(envelope) => envelope,
             Err(error) => {
-                // Syntax errors are errors; anything else is JSON a `Value` cannot hold.
-                serde_json::from_str::<IgnoredAny>(text).map_err(|_| error)?;
-                let view = partial_view(text, PARTIAL_VIEW_LEVELS);
-                (view, true, Names::Unchecked)
+                // Syntax errors are errors (reported as a `Value` parse reports them);
+                // anything else is JSON the envelope cannot be read member by member from.
+                if serde_json::from_str::<IgnoredAny>(text).is_err() {
+                    let error = serde_json::from_str::<Value>(text).err().unwrap_or(error);
+                    return Err(error.into());
+                }
+                Envelope::unread()
             }
         };
-        Ok(Self::new(text.to_owned(), view, partial, names))
+        Ok(Self::new(text.to_owned(), envelope, OnceLock::new()))
     }
 
     /// As [`Self::parse`], refusing a message in which a member name appears twice in the
@@ -127,37 +161,82 @@ impl WireMessage {
     /// Whether some member of the message could not be held by the view (it reads as `null`
     /// there; the text keeps it). A rewrite by [`Self::rebuild`] would lose it.
     pub fn is_partial(&self) -> bool {
-        self.inner.partial
+        self.whole_view().partial
     }
 
-    fn new(text: String, view: Value, partial: bool, names: Names) -> Self {
+    fn new(text: String, envelope: Envelope, view: OnceLock<View>) -> Self {
         Self {
             inner: Arc::new(Parsed {
                 text,
                 view,
-                partial,
-                names,
+                envelope,
             }),
         }
     }
 
-    /// The byte range of the member at `path` (the last one with duplicate keys): `None` at
-    /// once when a whole view has no such member, and read no further than that member at the
-    /// levels where no name repeats (issue 14: each such read of a large message costs a pass
-    /// over it).
+    /// The envelope of `text`, which is valid JSON.
+    fn envelope_of(text: &str) -> Envelope {
+        Envelope::scan(text).unwrap_or_else(|_| Envelope::unread())
+    }
+
+    /// The byte range of the member at `path` (the last one with duplicate keys): from the
+    /// envelope where it holds the member, else read from the text no further than that member
+    /// at the levels where no name repeats (issue 14: each such read of a large message costs a
+    /// pass over it).
     fn locate(&self, path: &[&str]) -> Option<std::ops::Range<usize>> {
-        if !self.is_partial() && self.view_at(path).is_none() {
-            return None;
+        let text = self.text();
+        let envelope = &self.inner.envelope;
+        match envelope.find(text, path) {
+            Found::At(range) => Some(range),
+            Found::Absent => None,
+            Found::Within(outer, step) => {
+                let inner = span(&text[outer.clone()], &path[step..], 0)?;
+                Some(outer.start + inner.start..outer.start + inner.end)
+            }
+            Found::Unknown => {
+                // Steps taken in the envelope, `params` and `params._meta`, the levels the
+                // names were checked at.
+                let unique = match (envelope.names(), path) {
+                    (Names::Unique, ["params", "_meta", ..]) => 3,
+                    (Names::Unique, ["params", ..]) => 2,
+                    (Names::Unique, _) => 1,
+                    _ => 0,
+                };
+                span(text, path, unique)
+            }
         }
-        // Steps taken in the envelope, `params` and `params._meta`, the levels the names
-        // were checked at.
-        let unique = match (&self.inner.names, path) {
-            (Names::Unique, ["params", "_meta", ..]) => 3,
-            (Names::Unique, ["params", ..]) => 2,
-            (Names::Unique, _) => 1,
-            _ => 0,
-        };
-        span(self.text(), path, unique)
+    }
+
+    /// The exact text of the member at `path` (object keys from the top; the last one with
+    /// duplicate keys), without building the view: for what the proxy reads on every call.
+    /// `None` when the member is absent.
+    pub fn member_text(&self, path: &[&str]) -> Option<&str> {
+        self.locate(path).map(|range| &self.text()[range])
+    }
+
+    /// The member at `path` parsed on its own, without building the whole view: for a small
+    /// member read on every call (the JSON-RPC request id). `None` when it is absent or a
+    /// `Value` cannot hold it.
+    pub fn member_value(&self, path: &[&str]) -> Option<Value> {
+        if let Some(view) = self.inner.view.get() {
+            return view_at(&view.value, path).cloned();
+        }
+        serde_json::from_str(self.member_text(path)?).ok()
+    }
+
+    /// The string member at `path`, without building the whole view: `None` when it is absent,
+    /// not a string, or not Unicode text (a lone surrogate).
+    pub fn member_str(&self, path: &[&str]) -> Option<Cow<'_, str>> {
+        let raw = self.member_text(path)?;
+        let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+        if inner.contains(['\\', '"']) {
+            return serde_json::from_str::<String>(raw).ok().map(Cow::Owned);
+        }
+        Some(Cow::Borrowed(inner))
+    }
+
+    fn whole_view(&self) -> &View {
+        self.inner.view.get_or_init(|| View::of(&self.inner.text))
     }
 
     /// The exact text of the message.
@@ -175,20 +254,25 @@ impl WireMessage {
         bytes::Bytes::from_owner(TextOf(Arc::clone(&self.inner)))
     }
 
-    /// The parsed view, for reading.
+    /// The parsed view, for reading; built when first read.
     pub fn view(&self) -> &Value {
-        &self.inner.view
+        &self.whole_view().value
     }
 
     /// The member of the view at `path` (object keys from the top).
     fn view_at(&self, path: &[&str]) -> Option<&Value> {
-        path.iter()
-            .try_fold(self.view(), |view, key| view.get(*key))
+        view_at(self.view(), path)
     }
 
     /// The parsed view, owned (copied only while a clone of the message is alive).
     pub fn into_view(self) -> Value {
-        Arc::try_unwrap(self.inner).map_or_else(|shared| shared.view.clone(), |own| own.view)
+        match Arc::try_unwrap(self.inner) {
+            Ok(own) => match own.view.into_inner() {
+                Some(view) => view.value,
+                None => View::of(&own.text).value,
+            },
+            Err(shared) => WireMessage { inner: shared }.view().clone(),
+        }
     }
 
     /// Replaces the member at `path` (object keys from the top, e.g. `["params", "_meta",
@@ -196,7 +280,7 @@ impl WireMessage {
     /// changes nothing, when the member is absent (a missing key, or a step that is not an
     /// object). With duplicate keys the last one counts, as in the view.
     pub fn set(&mut self, path: &[&str], value: &Value) -> bool {
-        self.splice(path, &value.to_string(), Some(value.clone()))
+        self.splice(path, &value.to_string(), || Some(value.clone()))
     }
 
     /// As [`Self::set`], with the exact JSON text `raw` (e.g. a client's progress token as the
@@ -205,10 +289,10 @@ impl WireMessage {
     /// byte (issue 12, item 6). When the view cannot hold `raw`, it reads `null` there and the
     /// message is [partial](Self::is_partial).
     pub fn set_raw(&mut self, path: &[&str], raw: &RawValue) -> bool {
-        let spliced = self.splice(path, raw.get(), serde_json::from_str(raw.get()).ok());
+        let spliced = self.splice(path, raw.get(), || serde_json::from_str(raw.get()).ok());
         if spliced && raw.get().starts_with('{') {
-            // Its names were not checked.
-            Arc::make_mut(&mut self.inner).names = Names::Unchecked;
+            // Its members were not read.
+            self.read_envelope_again();
         }
         spliced
     }
@@ -233,19 +317,32 @@ impl WireMessage {
                 .is_some_and(|raw| raw.get().starts_with('"'))
     }
 
-    /// Splices `text` over the member at `path`, and `view` (`null` and partial when `None`)
-    /// into the view.
-    fn splice(&mut self, path: &[&str], text: &str, view: Option<Value>) -> bool {
+    /// Splices `text` over the member at `path`, and, when the view has been built, `view`
+    /// (`null` and partial when `None`) into it.
+    fn splice(&mut self, path: &[&str], text: &str, view: impl FnOnce() -> Option<Value>) -> bool {
         let Some(range) = self.locate(path) else {
             return false;
         };
         let inner = Arc::make_mut(&mut self.inner);
-        inner.text.replace_range(range, text);
-        inner.partial |= view.is_none();
-        if let Some(target) = view_at_mut(&mut inner.view, path) {
-            *target = view.unwrap_or(Value::Null);
+        inner.text.replace_range(range.clone(), text);
+        if !inner.envelope.shift(&range, text.len()) {
+            inner.envelope = Self::envelope_of(&inner.text);
+        }
+        if let Some(built) = inner.view.get_mut() {
+            let value = view();
+            built.partial |= value.is_none();
+            if let Some(target) = view_at_mut(&mut built.value, path) {
+                *target = value.unwrap_or(Value::Null);
+            }
         }
         true
+    }
+
+    /// Reads the envelope from the text again, after a change [`Envelope::shift`] cannot
+    /// follow.
+    fn read_envelope_again(&mut self) {
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.envelope = Self::envelope_of(&inner.text);
     }
 
     /// Adds the member `key: value` as the first member of the object at `path` (`[]`: the
@@ -259,23 +356,30 @@ impl WireMessage {
         if !self.text()[range.clone()].starts_with('{') {
             return false;
         }
-        // A shared message is copied here even when the member turns out to be present: this
-        // rewrite is rare (a modern result for a legacy peer).
-        let inner = Arc::make_mut(&mut self.inner);
-        let Some(object) = view_at_mut(&mut inner.view, path)
-            .and_then(Value::as_object_mut)
-            .filter(|o| !o.contains_key(key))
-        else {
+        let mut member_path = path.to_vec();
+        member_path.push(key);
+        if self.locate(&member_path).is_some() {
             return false;
-        };
-        let empty = object.is_empty();
-        object.insert(key.to_owned(), value.clone());
+        }
+        let empty = self.text()[range.start + 1..range.end]
+            .trim_start_matches([' ', '\t', '\n', '\r'])
+            .starts_with('}');
         let member = format!(
             "{}:{value}{}",
             Value::String(key.to_owned()),
             if empty { "" } else { "," }
         );
+        let inner = Arc::make_mut(&mut self.inner);
         inner.text.insert_str(range.start + 1, &member);
+        inner.envelope = Self::envelope_of(&inner.text);
+        if let Some(object) = inner
+            .view
+            .get_mut()
+            .and_then(|built| view_at_mut(&mut built.value, path))
+            .and_then(Value::as_object_mut)
+        {
+            object.insert(key.to_owned(), value.clone());
+        }
         true
     }
 
@@ -295,7 +399,13 @@ impl WireMessage {
         };
         let inner = Arc::make_mut(&mut self.inner);
         inner.text.replace_range(range, &kept);
-        if let Some(object) = view_at_mut(&mut inner.view, path).and_then(Value::as_object_mut) {
+        inner.envelope = Self::envelope_of(&inner.text);
+        if let Some(object) = inner
+            .view
+            .get_mut()
+            .and_then(|built| view_at_mut(&mut built.value, path))
+            .and_then(Value::as_object_mut)
+        {
             object.retain(|key, _| !names.contains(&key.as_str()));
         }
         true
@@ -316,11 +426,14 @@ impl WireMessage {
     /// Changes the view with `change` and serializes the message from it: for rewrites the
     /// proxy makes by policy, where byte-for-byte is given up on purpose.
     pub fn rebuild(&mut self, change: impl FnOnce(&mut Value)) {
+        self.whole_view();
         let inner = Arc::make_mut(&mut self.inner);
-        change(&mut inner.view);
-        inner.text = inner.view.to_string();
-        // Serialized from a map: no name repeats.
-        inner.names = Names::Unique;
+        let Some(built) = inner.view.get_mut() else {
+            return;
+        };
+        change(&mut built.value);
+        inner.text = built.value.to_string();
+        inner.envelope = Self::envelope_of(&inner.text);
     }
 
     /// The text for one SSE `data` field: carriage returns can only be JSON whitespace (inside
@@ -352,7 +465,7 @@ impl WireMessage {
     /// things to the proxy and to the upstream, and a tool policy could be bypassed with
     /// `"name":"hidden","name":"allowed"`. `None` when every name is unique.
     pub fn duplicate_member(&self) -> Option<String> {
-        match &self.inner.names {
+        match self.inner.envelope.names() {
             Names::Unique => None,
             Names::Repeated(path) => Some(path.clone()),
             Names::Unchecked => repeated_in_text(self.text()),
@@ -369,7 +482,12 @@ impl WireMessage {
                 .zip(views)
                 .map(|(raw, view)| {
                     let text = raw.get().to_owned();
-                    Self::new(text, view.clone(), self.is_partial(), Names::Unchecked)
+                    let envelope = Self::envelope_of(&text);
+                    let view = View {
+                        value: view.clone(),
+                        partial: self.is_partial(),
+                    };
+                    Self::new(text, envelope, OnceLock::from(view))
                 })
                 .collect(),
         )
@@ -379,8 +497,13 @@ impl WireMessage {
 impl From<Value> for WireMessage {
     /// A message the proxy builds: its text is the view serialized.
     fn from(view: Value) -> Self {
-        // Serialized from maps: no name repeats.
-        Self::new(view.to_string(), view, false, Names::Unique)
+        let text = view.to_string();
+        let envelope = Self::envelope_of(&text);
+        let view = View {
+            value: view,
+            partial: false,
+        };
+        Self::new(text, envelope, OnceLock::from(view))
     }
 }
 
@@ -404,6 +527,11 @@ impl fmt::Display for WireMessage {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.text())
     }
+}
+
+/// The member of `view` at `path` (object keys from the top).
+fn view_at<'v>(view: &'v Value, path: &[&str]) -> Option<&'v Value> {
+    path.iter().try_fold(view, |view, key| view.get(*key))
 }
 
 /// The member of `view` at `path` (object keys from the top), for changing it.

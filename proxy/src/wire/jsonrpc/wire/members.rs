@@ -124,9 +124,18 @@ const SCAN_MEMBERS: usize = 16;
 #[derive(PartialEq, Eq)]
 pub(super) struct Key<'de>(Cow<'de, [u8]>);
 
-impl Key<'_> {
-    fn as_bytes(&self) -> &[u8] {
+impl<'de> Key<'de> {
+    /// The decoded name.
+    pub(super) fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// The name as written in the text, when it has no escapes.
+    pub(super) fn borrowed(&self) -> Option<&'de [u8]> {
+        match self.0 {
+            Cow::Borrowed(bytes) => Some(bytes),
+            Cow::Owned(_) => None,
+        }
     }
 
     /// Whether this is the name `name`.

@@ -277,7 +277,7 @@ fn the_names_checked_while_parsing_agree_with_a_read_of_the_text() {
     ];
     for text in cases {
         let message = WireMessage::parse(text.as_bytes()).expect("parse");
-        assert_ne!(message.inner.names, Names::Unchecked, "{text}");
+        assert_ne!(message.inner.envelope.names(), &Names::Unchecked, "{text}");
         assert_eq!(message.duplicate_member(), repeated_in_text(text), "{text}");
     }
 }
@@ -357,4 +357,129 @@ fn parse_unambiguous_refuses_a_name_twice_where_the_check_looks() {
     assert!(message.repeats_within(&["result"], 4));
     assert!(!message.repeats_within(&["result"], 3), "past the depth");
     assert!(!message.repeats_within(&["absent"], 4));
+}
+
+/// Paths the envelope holds, at and below the levels it descends into.
+const PATHS: &[&[&str]] = &[
+    &["id"],
+    &["jsonrpc"],
+    &["method"],
+    &["params"],
+    &["params", "name"],
+    &["params", "arguments"],
+    &["params", "arguments", "n"],
+    &["params", "_meta"],
+    &["params", "_meta", "progressToken"],
+    &["params", "_meta", "x"],
+    &["params", "absent"],
+    &["result"],
+    &["result", "isError"],
+    &["result", "content"],
+    &["result", "_meta"],
+];
+
+/// Every path of [`PATHS`] reads through the envelope as a search of the text finds it.
+fn assert_reads_like_the_text(message: &WireMessage) {
+    let text = message.text();
+    for path in PATHS {
+        let searched = members::span(text, path, 0).map(|range| &text[range]);
+        assert_eq!(message.member_text(path), searched, "{path:?} in {text}");
+    }
+}
+
+#[test]
+fn the_envelope_follows_every_rewrite_as_a_search_of_the_text_finds_the_members() {
+    let messages = [
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"n":1,"_meta":{"progressToken":"inner"}},"_meta":{"progressToken":"p","x":1e2}}}"#,
+        r#"{ "jsonrpc" : "2.0" , "id" : "a" , "method" : "tools/call" , "params" : { "_meta" : { "progressToken" : 5 , "x" : [ ] } , "name" : "e" , "arguments" : { "n" : -0.0 } } }"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{ },"id":2}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1,{"name":"x"}]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","par\u0061ms":{"name":"escaped","_meta":{"x":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"a","name":"b","_meta":{"x":1},"_meta":{"x":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":12,"result":{"content":[{"type":"text","text":"{\"isError\":true}"}],"isError":true}}"#,
+        r#"{"jsonrpc":"2.0","id":12,"result":{}}"#,
+        r#"{"id":12,"jsonrpc":"2.0","result":{ "content" : [ ] , "_meta" : { } } }"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"m","params":{"name":"\ud800","_meta":{"x":1}}}"#,
+    ];
+    for text in messages {
+        let mut message = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert_reads_like_the_text(&message);
+        message.set_id(&json!("a-much-longer-request-id"));
+        assert_reads_like_the_text(&message);
+        message.set(&["params", "_meta", "progressToken"], &json!("berth-1"));
+        assert_reads_like_the_text(&message);
+        let raw = RawValue::from_string("-0".to_owned()).expect("raw");
+        message.set_raw(&["params", "_meta", "progressToken"], &raw);
+        assert_reads_like_the_text(&message);
+        message.set(&["params", "arguments", "n"], &json!({"deeper": [1, 2, 3]}));
+        assert_reads_like_the_text(&message);
+        message.insert_member(&["result"], "resultType", &json!("complete"));
+        assert_reads_like_the_text(&message);
+        message.remove_members(&["params", "_meta"], &["x"]);
+        assert_reads_like_the_text(&message);
+        message.set(&["result", "isError"], &json!(false));
+        assert_reads_like_the_text(&message);
+        message.set_id(&json!(3));
+        assert_reads_like_the_text(&message);
+        // And what the view reads agrees with the text.
+        let fresh = WireMessage::parse(message.text().as_bytes()).expect("valid");
+        assert_eq!(message.view(), fresh.view(), "{}", message.text());
+    }
+}
+
+#[test]
+fn reading_and_rewriting_a_call_through_its_envelope_builds_no_view() {
+    let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":"p"}}}"#;
+    let mut request = WireMessage::parse(text.as_bytes()).expect("parse");
+    for path in [
+        &["params"][..],
+        &["params", "_meta"],
+        &["params", "name"],
+        &["id"],
+    ] {
+        let found = request.inner.envelope.find(text, path);
+        assert!(matches!(found, Found::At(_)), "{path:?}: {found:?}");
+    }
+    assert_eq!(
+        request.member_str(&["params", "name"]).as_deref(),
+        Some("echo")
+    );
+    assert_eq!(request.member_value(&["id"]), Some(json!(7)));
+    assert_eq!(request.duplicate_member(), None);
+    request.set_id(&json!(41));
+    request.set(&["params", "_meta", "progressToken"], &json!("berth-41"));
+    assert!(
+        request.inner.view.get().is_none(),
+        "the request's view was built"
+    );
+    let reply = WireMessage::parse_unambiguous(
+        br#"{"jsonrpc":"2.0","id":41,"result":{"content":[{"type":"text","text":"hi"}],"isError":true}}"#,
+    )
+    .expect("parse");
+    assert_eq!(reply.member_text(&["result", "isError"]), Some("true"));
+    let mut reply = reply;
+    reply.set_id(&json!(7));
+    assert!(
+        reply.inner.view.get().is_none(),
+        "the reply's view was built"
+    );
+    // Read when asked for, from the text as rewritten.
+    assert_eq!(reply["id"], json!(7));
+    assert_eq!(
+        request["params"]["_meta"]["progressToken"],
+        json!("berth-41")
+    );
+}
+
+#[test]
+fn member_str_decodes_escapes_and_refuses_what_is_no_unicode_text() {
+    let message =
+        WireMessage::parse(br#"{"a":"plain","b":"\u00e9\"q","c":"\ud800","d":5,"e":"\\"}"#)
+            .expect("parse");
+    assert_eq!(message.member_str(&["a"]).as_deref(), Some("plain"));
+    assert_eq!(message.member_str(&["b"]).as_deref(), Some("é\"q"));
+    assert_eq!(message.member_str(&["c"]), None);
+    assert_eq!(message.member_str(&["d"]), None);
+    assert_eq!(message.member_str(&["e"]).as_deref(), Some("\\"));
+    assert_eq!(message.member_value(&["c"]), None);
 }

@@ -157,7 +157,7 @@ async fn resume(state: &mut State) -> bool {
 
 /// A JSON-RPC response (a result or an error with an id), not a server request.
 fn is_response(message: &WireMessage) -> bool {
-    message.get("method").is_none()
-        && message.get("id").is_some()
-        && (message.get("result").is_some() || message.get("error").is_some())
+    // Read through the envelope: the result stays unparsed (issue 14).
+    let has = |name| message.member_text(&[name]).is_some();
+    !has("method") && has("id") && (has("result") || has("error"))
 }

@@ -17,7 +17,7 @@ use std::ops::Range;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::members::Key;
+use super::members::{Key, SCAN_MEMBERS};
 
 /// What is known of a message's member names at the levels the duplicate check covers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,12 +103,13 @@ impl Level {
         }
     }
 
-    /// Where a name repeated at this level is reported, when the duplicate check covers it.
-    fn prefix(self) -> Option<&'static str> {
+    /// When the duplicate check covers this level: its place in the order the check reports
+    /// repeated names, and the path a name repeated here is reported under.
+    fn checked(self) -> Option<(usize, &'static str)> {
         match self {
-            Self::Envelope => Some(""),
-            Self::Params => Some("params."),
-            Self::Meta => Some("params._meta."),
+            Self::Envelope => Some((0, "")),
+            Self::Params => Some((1, "params.")),
+            Self::Meta => Some((2, "params._meta.")),
             Self::Result => None,
         }
     }
@@ -269,11 +270,8 @@ impl Scan<'_> {
     /// earlier one repeats: pairwise for the few members an envelope has, with a set past
     /// [`SCAN_MEMBERS`] so that an object with many members costs linear time.
     fn note_repeats(&mut self, level: Level, parent: Option<u32>, first: usize) {
-        let slot = match level {
-            Level::Envelope => 0,
-            Level::Params => 1,
-            Level::Meta => 2,
-            Level::Result => return,
+        let Some((slot, prefix)) = level.checked() else {
+            return;
         };
         if self.repeated[slot].is_some() {
             return;
@@ -294,7 +292,7 @@ impl Scan<'_> {
             let mut seen = std::collections::HashSet::new();
             names().find(|name| !seen.insert(*name))
         };
-        if let (Some(name), Some(prefix)) = (repeated, level.prefix()) {
+        if let Some(name) = repeated {
             self.repeated[slot] = Some(format!("{prefix}{}", String::from_utf8_lossy(name)));
         }
     }
@@ -335,9 +333,6 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
     }
     at
 }
-
-/// Members compared pairwise before a set is used.
-const SCAN_MEMBERS: usize = 16;
 
 /// Reads one value the envelope descends into: an object member by member; anything else is
 /// passed over. Its value is whether it was an object.

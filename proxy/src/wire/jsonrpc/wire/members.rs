@@ -114,7 +114,7 @@ pub(super) fn first_repeated<'m, 'de>(members: &'m [RawMember<'de>]) -> Option<&
 }
 
 /// Members compared pairwise by [`first_repeated`] before it uses a set.
-const SCAN_MEMBERS: usize = 16;
+pub(super) const SCAN_MEMBERS: usize = 16;
 
 /// A member name with its escapes decoded, as bytes, borrowed from the message text unless it
 /// has escapes. A lone UTF-16 surrogate escape (`"\ud800"`, which no `str` can hold) is kept as

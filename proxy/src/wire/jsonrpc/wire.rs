@@ -218,7 +218,9 @@ impl WireMessage {
     /// member read on every call (the JSON-RPC request id). `None` when it is absent or a
     /// `Value` cannot hold it.
     pub fn member_value(&self, path: &[&str]) -> Option<Value> {
-        if let Some(view) = self.inner.view.get() {
+        // A whole view already built answers at once; a partial one may hold `null` where
+        // the text holds what a `Value` cannot.
+        if let Some(view) = self.inner.view.get().filter(|view| !view.partial) {
             return view_at(&view.value, path).cloned();
         }
         serde_json::from_str(self.member_text(path)?).ok()

@@ -482,4 +482,8 @@ fn member_str_decodes_escapes_and_refuses_what_is_no_unicode_text() {
     assert_eq!(message.member_str(&["d"]), None);
     assert_eq!(message.member_str(&["e"]).as_deref(), Some("\\"));
     assert_eq!(message.member_value(&["c"]), None);
+    // The same once the (partial) view is built.
+    assert!(message.is_partial());
+    assert_eq!(message.member_value(&["c"]), None);
+    assert_eq!(message.member_value(&["d"]), Some(json!(5)));
 }

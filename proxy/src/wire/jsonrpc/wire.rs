@@ -187,7 +187,7 @@ impl WireMessage {
         let text = self.text();
         let envelope = &self.inner.envelope;
         match envelope.find(text, path) {
-            Found::At(range) => Some(range),
+            Found::At(range) | Found::Object(range) => Some(range),
             Found::Absent => None,
             Found::Within(outer, step) => {
                 let inner = span(&text[outer.clone()], &path[step..], 0)?;
@@ -325,9 +325,15 @@ impl WireMessage {
         let Some(range) = self.locate(path) else {
             return false;
         };
+        // The recorded ranges can follow a splice of a member the envelope holds as text;
+        // replacing one it descends into (`params._meta`, say) means reading it again.
+        let follows = matches!(
+            self.inner.envelope.find(self.text(), path),
+            Found::At(_) | Found::Within(..)
+        );
         let inner = Arc::make_mut(&mut self.inner);
         inner.text.replace_range(range.clone(), text);
-        if !inner.envelope.shift(&range, text.len()) {
+        if !(follows && inner.envelope.shift(&range, text.len())) {
             inner.envelope = Self::envelope_of(&inner.text);
         }
         if let Some(built) = inner.view.get_mut() {

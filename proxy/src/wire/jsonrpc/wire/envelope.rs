@@ -74,6 +74,9 @@ enum Held {
 pub(super) enum Found {
     /// At this byte range.
     At(Range<usize>),
+    /// An object the envelope descends into, at this byte range: replacing it replaces
+    /// recorded members.
+    Object(Range<usize>),
     /// Not in the message (a missing name, or a step into something that is not an object).
     Absent,
     /// Inside the member at this byte range, at the path's steps from the index on.
@@ -181,7 +184,7 @@ impl Envelope {
             match (&self.members[index].value, last) {
                 (Held::Raw(range), true) => return Found::At(range.clone()),
                 (Held::Raw(range), false) => return Found::Within(range.clone(), step + 1),
-                (Held::Object(Some(range)), true) => return Found::At(range.clone()),
+                (Held::Object(Some(range)), true) => return Found::Object(range.clone()),
                 (Held::Object(None) | Held::Other, true) => return Found::Unknown,
                 (Held::Other, false) => return Found::Absent,
                 (Held::Object(_), false) => parent = u32::try_from(index).ok(),

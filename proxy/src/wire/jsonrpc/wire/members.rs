@@ -14,8 +14,8 @@ use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 /// The byte range in `text` of the member at `path`. The first `unique` steps may stop at the
-/// first member of the name: the caller knows no name repeats at those levels (the view's
-/// check, [`super::view`]); past them the last member counts.
+/// first member of the name: the caller knows no name repeats at those levels (the envelope's
+/// check, [`super::envelope`]); past them the last member counts.
 pub(super) fn span(text: &str, path: &[&str], unique: usize) -> Option<Range<usize>> {
     let mut start = 0;
     let mut slice = text;

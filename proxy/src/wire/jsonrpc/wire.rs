@@ -184,9 +184,15 @@ impl WireMessage {
     /// at the levels where no name repeats (issue 14: each such read of a large message costs a
     /// pass over it).
     fn locate(&self, path: &[&str]) -> Option<std::ops::Range<usize>> {
+        self.resolve(self.inner.envelope.find(self.text(), path), path)
+    }
+
+    /// The byte range of the member at `path` that the envelope found as `found`, read from
+    /// the text where the envelope does not hold it.
+    fn resolve(&self, found: Found, path: &[&str]) -> Option<std::ops::Range<usize>> {
         let text = self.text();
         let envelope = &self.inner.envelope;
-        match envelope.find(text, path) {
+        match found {
             Found::At(range) | Found::Object(range) => Some(range),
             Found::Absent => None,
             Found::Within(outer, step) => {
@@ -322,15 +328,13 @@ impl WireMessage {
     /// Splices `text` over the member at `path`, and, when the view has been built, `view`
     /// (`null` and partial when `None`) into it.
     fn splice(&mut self, path: &[&str], text: &str, view: impl FnOnce() -> Option<Value>) -> bool {
-        let Some(range) = self.locate(path) else {
-            return false;
-        };
+        let found = self.inner.envelope.find(self.text(), path);
         // The recorded ranges can follow a splice of a member the envelope holds as text;
         // replacing one it descends into (`params._meta`, say) means reading it again.
-        let follows = matches!(
-            self.inner.envelope.find(self.text(), path),
-            Found::At(_) | Found::Within(..)
-        );
+        let follows = matches!(found, Found::At(_) | Found::Within(..));
+        let Some(range) = self.resolve(found, path) else {
+            return false;
+        };
         let inner = Arc::make_mut(&mut self.inner);
         inner.text.replace_range(range.clone(), text);
         if !(follows && inner.envelope.shift(&range, text.len())) {
@@ -377,17 +381,10 @@ impl WireMessage {
             Value::String(key.to_owned()),
             if empty { "" } else { "," }
         );
-        let inner = Arc::make_mut(&mut self.inner);
-        inner.text.insert_str(range.start + 1, &member);
-        inner.envelope = Self::envelope_of(&inner.text);
-        if let Some(object) = inner
-            .view
-            .get_mut()
-            .and_then(|built| view_at_mut(&mut built.value, path))
-            .and_then(Value::as_object_mut)
-        {
+        let at = range.start + 1;
+        self.rewrite_object(at..at, &member, path, |object| {
             object.insert(key.to_owned(), value.clone());
-        }
+        });
         true
     }
 
@@ -405,8 +402,24 @@ impl WireMessage {
         let Some(kept) = without(&self.text()[range.clone()], names) else {
             return false;
         };
+        self.rewrite_object(range, &kept, path, |object| {
+            object.retain(|key, _| !names.contains(&key.as_str()));
+        });
+        true
+    }
+
+    /// Replaces `range` of the text with `text`, a change to the members of the object at
+    /// `path`, reads the envelope again, and makes the same `change` to that object in the view
+    /// when the view has been built.
+    fn rewrite_object(
+        &mut self,
+        range: std::ops::Range<usize>,
+        text: &str,
+        path: &[&str],
+        change: impl FnOnce(&mut serde_json::Map<String, Value>),
+    ) {
         let inner = Arc::make_mut(&mut self.inner);
-        inner.text.replace_range(range, &kept);
+        inner.text.replace_range(range, text);
         inner.envelope = Self::envelope_of(&inner.text);
         if let Some(object) = inner
             .view
@@ -414,9 +427,8 @@ impl WireMessage {
             .and_then(|built| view_at_mut(&mut built.value, path))
             .and_then(Value::as_object_mut)
         {
-            object.retain(|key, _| !names.contains(&key.as_str()));
+            change(object);
         }
-        true
     }
 
     /// Sets the JSON-RPC request id: spliced in place when the message has one, added (and

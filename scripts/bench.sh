@@ -15,7 +15,7 @@ if [[ ! -x /usr/sbin/nginx ]]; then
   apt-get update -q >/dev/null && apt-get install -y -q nginx-light >/dev/null
 fi
 tests/peers/bench/install.sh >&2
-cargo build --release -p berth-proxy -p berth-tests --bin berth-proxy --bin bench_proxy >&2
+cargo build --release -p berth-proxy -p berth-tests --bin berth-proxy --bin bench_proxy --bin plain_hop >&2
 mkdir -p docs/benchmarks
 "$CARGO_TARGET_DIR/release/bench_proxy" --proxy-bin "$CARGO_TARGET_DIR/release/berth-proxy" \
   --json docs/benchmarks/proxy.json "$@"

@@ -234,6 +234,38 @@ pub fn berth_stdio_command() -> anyhow::Result<String> {
     Ok(shell_words::join(everything_stdio()?))
 }
 
+/// `plain_hop` (`tests/src/bin/plain_hop.rs`, built beside `bench_proxy`): Berth's stack (axum,
+/// hyper's pooled client, mimalloc, the image's environment) as a plain HTTP hop with no MCP work,
+/// in front of `upstream_url`.
+///
+/// # Errors
+/// When the binary is not beside this one or does not listen.
+pub async fn plain_hop(upstream: Upstream, upstream_url: &str) -> anyhow::Result<System> {
+    let bin = std::env::current_exe()?.with_file_name("plain_hop");
+    ensure!(
+        bin.exists(),
+        "{} missing: cargo build --release -p berth-tests --bin plain_hop",
+        bin.display()
+    );
+    let url = reqwest::Url::parse(upstream_url)?;
+    let port = free_port();
+    let mut command = Command::new(bin);
+    command
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args([
+            "--upstream",
+            &format!("{}://{}", url.scheme(), url.authority()),
+        ])
+        .envs(image_env()?);
+    let process = spawn_listening(command, port, "plain_hop").await?;
+    hop(
+        "plain hop (axum + hyper, no MCP)",
+        upstream,
+        format!("http://127.0.0.1:{port}{}", url.path()),
+        process,
+    )
+}
+
 /// nginx (one worker, HTTP/1.1 keep-alive to the upstream) in front of `upstream_url`.
 ///
 /// # Errors

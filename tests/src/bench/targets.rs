@@ -26,13 +26,14 @@ fn load<'a>(system: Option<&'a SystemResult>, label: &str) -> Option<&'a LoadRes
     system?.loads.iter().find(|l| l.label == label)
 }
 
-/// Hops that parse MCP (every measured peer but nginx and Berth).
+/// Hops that parse MCP (every measured peer but nginx, the plain hop and Berth).
 fn mcp_peers(report: &Report) -> impl Iterator<Item = &SystemResult> {
     report.systems.iter().filter(|s| {
         s.skipped.is_none()
             && s.name != "direct"
             && !s.name.starts_with("berth")
             && !s.name.starts_with("nginx")
+            && !s.name.starts_with("plain hop")
     })
 }
 

@@ -6,7 +6,8 @@
 //! front of server-everything over Streamable HTTP and of the Rust fixture; ToolHive's
 //! `thv proxy` in front of server-everything over HTTP; Berth stdio `PerClient`,
 //! `supergateway --stateful`, `mcp-proxy` (TypeScript) and `mcp-proxy` (Python) in front of
-//! server-everything's stdio mode. Loads: closed loop at concurrency 1, 16 and 64; an open loop
+//! server-everything's stdio mode; and `plain_hop`, Berth's own stack (axum, hyper's client,
+//! mimalloc) as a plain HTTP hop with no MCP work, in front of the Rust fixture. Loads: closed loop at concurrency 1, 16 and 64; an open loop
 //! of 64 sessions at `--rate` calls per second in total (latency from each call's due time, so
 //! a stall is not hidden); sequential session opens; and 200 sequential calls from Python
 //! `httpx` and from the TypeScript SDK client. Figures: p50/p99 and what each adds over direct,
@@ -111,6 +112,7 @@ enum Kind {
     BerthShared(Upstream),
     BerthPerClient,
     Nginx(Upstream),
+    PlainHop(Upstream),
     ToolHive,
     BerthStdio,
     Supergateway,
@@ -118,7 +120,7 @@ enum Kind {
     McpProxyPython,
 }
 
-const KINDS: [Kind; 12] = [
+const KINDS: [Kind; 13] = [
     Kind::Direct(Upstream::EverythingHttp),
     Kind::BerthShared(Upstream::EverythingHttp),
     Kind::BerthPerClient,
@@ -131,6 +133,7 @@ const KINDS: [Kind; 12] = [
     Kind::Direct(Upstream::Fixture),
     Kind::BerthShared(Upstream::Fixture),
     Kind::Nginx(Upstream::Fixture),
+    Kind::PlainHop(Upstream::Fixture),
 ];
 
 impl Kind {
@@ -141,6 +144,7 @@ impl Kind {
             Self::BerthShared(_) => "berth Shared",
             Self::BerthPerClient => "berth PerClient",
             Self::Nginx(_) => "nginx",
+            Self::PlainHop(_) => "plain hop",
             Self::ToolHive => "ToolHive thv proxy",
             Self::BerthStdio => "berth stdio PerClient",
             Self::Supergateway => "supergateway",
@@ -151,7 +155,7 @@ impl Kind {
 
     fn upstream(self) -> Upstream {
         match self {
-            Self::Direct(u) | Self::BerthShared(u) | Self::Nginx(u) => u,
+            Self::Direct(u) | Self::BerthShared(u) | Self::Nginx(u) | Self::PlainHop(u) => u,
             Self::BerthPerClient | Self::ToolHive => Upstream::EverythingHttp,
             Self::BerthStdio | Self::Supergateway | Self::McpProxyTs | Self::McpProxyPython => {
                 Upstream::EverythingStdio
@@ -211,6 +215,7 @@ async fn start(
             berth("berth PerClient", kind.upstream(), &args).await
         }
         Kind::Nginx(u) => systems::nginx(u, upstreams.url(u)).await,
+        Kind::PlainHop(u) => systems::plain_hop(u, upstreams.url(u)).await,
         Kind::ToolHive => systems::toolhive(everything).await,
         Kind::BerthStdio => {
             let command = systems::berth_stdio_command()?;

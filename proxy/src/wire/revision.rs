@@ -5,8 +5,11 @@
 //! the modern revision declares its version on every request), "Basic" (`_meta` keys),
 //! "Streamable HTTP" (`Mcp-Method` / `Mcp-Name`, SEP-2243).
 
+use std::borrow::Cow;
+
 use base64::Engine;
-use serde_json::Value;
+
+use crate::wire::jsonrpc::WireMessage;
 
 /// Protocol revisions that have an `initialize` handshake (legacy), oldest first.
 pub const HANDSHAKE_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -49,15 +52,22 @@ pub fn is_modern_version(version: &str) -> bool {
     MODERN_VERSIONS.contains(&version)
 }
 
-/// What `Mcp-Name` mirrors for `method`: `params.name` of `tools/call` and `prompts/get`,
-/// `params.uri` of `resources/read`; `None` for methods without one.
-pub fn named_target<'a>(method: &str, params: Option<&'a Value>) -> Option<Option<&'a str>> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        _ => return None,
-    };
-    Some(params.and_then(|p| p.get(key)).and_then(Value::as_str))
+/// The `params` member `Mcp-Name` mirrors for `method`: `name` of `tools/call` and
+/// `prompts/get`, `uri` of `resources/read`; `None` for methods without one (MCP 2026-07-28,
+/// "Streamable HTTP", "Request Metadata").
+pub fn target_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// What `Mcp-Name` mirrors for `request`, whose method is `method`, read through its envelope
+/// (no view is built; issue 14): `None` for methods without one ([`target_key`]), `Some(None)`
+/// when the member is absent or not a string of Unicode text.
+pub fn named_target<'m>(request: &'m WireMessage, method: &str) -> Option<Option<Cow<'m, str>>> {
+    target_key(method).map(|key| request.member_str(&["params", key]))
 }
 
 /// A header value for `text`: as is when it is visible ASCII without leading or trailing
@@ -84,17 +94,24 @@ mod tests {
 
     #[test]
     fn named_target_mirrors_name_or_uri_only_for_the_three_methods() {
-        let params = json!({"name": "echo", "uri": "file:///a"});
+        let request = |params: serde_json::Value| {
+            WireMessage::from(json!({"jsonrpc": "2.0", "id": 1, "method": "x", "params": params}))
+        };
+        let both = request(json!({"name": "echo", "uri": "file:///a"}));
         assert_eq!(
-            named_target("tools/call", Some(&params)),
-            Some(Some("echo"))
+            named_target(&both, "tools/call").map(|n| n.map(Cow::into_owned)),
+            Some(Some("echo".to_owned()))
         );
         assert_eq!(
-            named_target("resources/read", Some(&params)),
-            Some(Some("file:///a"))
+            named_target(&both, "resources/read").map(|n| n.map(Cow::into_owned)),
+            Some(Some("file:///a".to_owned()))
         );
-        assert_eq!(named_target("prompts/get", None), Some(None));
-        assert_eq!(named_target("tools/list", Some(&params)), None);
+        assert_eq!(named_target(&both, "tools/list"), None);
+        assert_eq!(
+            named_target(&request(json!({"name": 5})), "prompts/get"),
+            Some(None)
+        );
+        assert_eq!(named_target(&request(json!([])), "tools/call"), Some(None));
     }
 
     #[test]

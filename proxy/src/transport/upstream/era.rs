@@ -10,6 +10,7 @@
 //! and learned again each time the shared upstream session is re-established (issue 13).
 
 use crate::wire::jsonrpc::Pointer as _;
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use serde_json::{Map, Value, json};
@@ -187,9 +188,11 @@ pub fn modern_capabilities(legacy: &Value) -> Value {
 /// revision always (the upstream's, whatever the client named), and the client's capabilities,
 /// `clientInfo` and log level from `hop` where the request carries none. Every other member,
 /// `params` beyond `_meta` included, stays byte for byte; nothing is re-serialized when
-/// nothing changes (issue 12, item 6).
+/// nothing changes (issue 12, item 6). Reads the request through its envelope: `params._meta`
+/// alone is parsed (issue 14).
 pub fn fill_meta(body: &mut WireMessage, version: &str, hop: &ClientHop) {
-    let meta = body.at("/params/_meta").and_then(Value::as_object);
+    let meta = body.member(&["params", "_meta"]).map(Cow::into_owned);
+    let meta = meta.as_ref().and_then(Value::as_object);
     let has = |key: &str| meta.is_some_and(|m| m.contains_key(key));
     let version_right = meta
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
@@ -228,16 +231,17 @@ pub fn fill_meta(body: &mut WireMessage, version: &str, hop: &ClientHop) {
         .map(|(key, value)| (key.to_owned(), value))
         .collect();
     let filled = Value::Object(filled);
-    match body.get("params") {
+    let params_object = body.member_text(&["params"]).map(|p| p.starts_with('{'));
+    match params_object {
         // `_meta` that is not an object: replaced.
-        Some(params) if params.get("_meta").is_some() => {
+        Some(true) if body.member_text(&["params", "_meta"]).is_some() => {
             body.set(&["params", "_meta"], &filled);
         }
-        Some(params) if params.is_object() => {
+        Some(true) => {
             body.insert_member(&["params"], "_meta", &filled);
         }
         // Not an object: an invalid request the upstream answers for itself.
-        Some(_) => {}
+        Some(false) => {}
         None => {
             body.insert_member(&[], "params", &json!({ "_meta": filled }));
         }
@@ -267,10 +271,11 @@ pub fn strip_client_hop(body: &mut WireMessage) {
 /// handshake's and roots' notifications and responses to server requests (a modern server
 /// sends none) are left out.
 pub fn has_place_on_modern_wire(message: &WireMessage, stdio: bool) -> bool {
-    if message.get("id").is_some() && message.get("method").is_some() {
+    let method = message.member_text(&["method"]);
+    if message.member_text(&["id"]).is_some() && method.is_some() {
         return true;
     }
-    stdio && message.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+    stdio && message.member_str(&["method"]).as_deref() == Some("notifications/cancelled")
 }
 
 #[cfg(test)]
@@ -344,6 +349,58 @@ mod tests {
             modern_text,
             "a complete modern request is untouched"
         );
+    }
+
+    #[test]
+    fn a_call_goes_to_a_modern_upstream_through_its_envelope_and_no_view_is_built() {
+        // issue 14: what the proxy reads and fills on every call to a modern upstream.
+        let text = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"},"_meta":{"progressToken":"p"}}}"#;
+        let mut body = WireMessage::parse(text.as_bytes()).expect("parse");
+        assert!(has_place_on_modern_wire(&body, false));
+        fill_meta(&mut body, "2026-07-28", &ClientHop::proxy());
+        assert_eq!(
+            crate::wire::revision::named_target(&body, "tools/call")
+                .flatten()
+                .as_deref(),
+            Some("echo")
+        );
+        assert!(!body.view_is_built(), "the request's view was built");
+        let meta = body.pointer("/params/_meta").expect("meta");
+        assert_eq!(meta[META_PROTOCOL_VERSION], json!("2026-07-28"));
+        assert_eq!(meta["progressToken"], json!("p"));
+        // Without `_meta`, and with `params` missing, not an object, or `_meta` not an object:
+        // filled as from the view.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"_meta":"no"}}"#,
+        ] {
+            let mut body = WireMessage::parse(text.as_bytes()).expect("parse");
+            fill_meta(&mut body, "2026-07-28", &ClientHop::proxy());
+            if text.contains("[1]") {
+                assert_eq!(body.text(), text, "an array `params` is left alone");
+            } else {
+                let meta = body.pointer("/params/_meta").expect(text);
+                assert_eq!(meta[META_PROTOCOL_VERSION], json!("2026-07-28"), "{text}");
+            }
+        }
+        let notification = |method: &str| {
+            WireMessage::parse(format!(r#"{{"jsonrpc":"2.0","method":"{method}"}}"#).as_bytes())
+                .expect("parse")
+        };
+        assert!(has_place_on_modern_wire(
+            &notification("notifications/cancelled"),
+            true
+        ));
+        assert!(!has_place_on_modern_wire(
+            &notification("notifications/cancelled"),
+            false
+        ));
+        assert!(!has_place_on_modern_wire(
+            &notification("notifications/initialized"),
+            true
+        ));
     }
 
     #[test]

@@ -16,7 +16,6 @@ use futures::stream::{BoxStream, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use http_body_util::{BodyDataStream, BodyExt};
-use serde_json::Value;
 use sse_stream::SseByteStream;
 
 pub use self::client::HttpError;
@@ -171,16 +170,21 @@ impl HttpUpstream {
                 headers.insert(name, value);
             }
         }
-        let method = message.get("method").and_then(Value::as_str);
-        if let Some(value) = method.and_then(|m| HeaderValue::from_str(m).ok()) {
+        // Read through the envelope: the request's `params` stay unparsed (issue 14).
+        let method = message.member_str(&["method"]);
+        if let Some(value) = method
+            .as_deref()
+            .and_then(|m| HeaderValue::from_str(m).ok())
+        {
             headers.insert(METHOD_HEADER, value);
         }
         let target = method
-            .and_then(|m| crate::wire::revision::named_target(m, message.get("params")))
+            .as_deref()
+            .and_then(|m| crate::wire::revision::named_target(message, m))
             .flatten();
-        if let Some(value) = target
-            .and_then(|name| HeaderValue::from_str(&crate::wire::revision::header_value(name)).ok())
-        {
+        if let Some(value) = target.and_then(|name| {
+            HeaderValue::from_str(&crate::wire::revision::header_value(&name)).ok()
+        }) {
             headers.insert(NAME_HEADER, value);
         }
         self.post_with(message, None, Some(protocol_version), headers)

@@ -232,6 +232,21 @@ impl WireMessage {
         serde_json::from_str(self.member_text(path)?).ok()
     }
 
+    /// The member at `path` exactly as the view has it, parsing that member alone while it can:
+    /// for a small part of a message read per call (a modern request's `params._meta`, a
+    /// tool's annotated `arguments`; issue 14). Where a `Value` cannot hold part of the member
+    /// (a lone surrogate, a number beyond `f64`) the view is built and answers, with `null`
+    /// there, as [`Self::view`] would. `None` when the member is absent.
+    pub fn member(&self, path: &[&str]) -> Option<Cow<'_, Value>> {
+        if let Some(view) = self.inner.view.get() {
+            return view_at(&view.value, path).map(Cow::Borrowed);
+        }
+        match serde_json::from_str(self.member_text(path)?) {
+            Ok(value) => Some(Cow::Owned(value)),
+            Err(_) => self.view_at(path).map(Cow::Borrowed),
+        }
+    }
+
     /// The string member at `path`, without building the whole view: `None` when it is absent,
     /// not a string, or not Unicode text (a lone surrogate).
     pub fn member_str(&self, path: &[&str]) -> Option<Cow<'_, str>> {
@@ -241,6 +256,12 @@ impl WireMessage {
             return serde_json::from_str::<String>(raw).ok().map(Cow::Owned);
         }
         Some(Cow::Borrowed(inner))
+    }
+
+    /// Whether the view has been built (for tests of what reads the envelope only).
+    #[cfg(test)]
+    pub(crate) fn view_is_built(&self) -> bool {
+        self.inner.view.get().is_some()
     }
 
     fn whole_view(&self) -> &View {

@@ -4,7 +4,6 @@
 //! ("Streamable HTTP", "Request Metadata" and "Server Validation"; "Basic", "Per-request
 //! protocol fields").
 
-use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use serde_json::Value;
@@ -14,6 +13,7 @@ use crate::front::mcp::era::{
 };
 use crate::transport::upstream::param_headers::ParamHeader;
 use crate::wire::jsonrpc::{self, WireMessage};
+use crate::wire::revision;
 
 /// Why a modern request is refused: every variant is a 400 with a JSON-RPC error.
 #[derive(Debug, PartialEq, Eq)]
@@ -59,13 +59,19 @@ impl Refusal {
 /// (-32020; a header and a body that name different revisions are a mismatch before anything
 /// else, as the conformance suite's `server-stateless` expects); a revision the proxy does not
 /// serve (-32022, checked next, so a client learns the versions even from a sloppy request).
+///
+/// Reads the request through its envelope (`params._meta` alone is parsed; issue 14).
 pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Refusal> {
-    if body.get("params").is_some_and(|p| !p.is_object()) {
+    if body
+        .member_text(&["params"])
+        .is_some_and(|p| !p.starts_with('{'))
+    {
         return Err(Refusal::InvalidParams(
             "params must be an object".to_owned(),
         ));
     }
-    let meta = body.at("/params/_meta");
+    let meta = body.member(&["params", "_meta"]);
+    let meta = meta.as_deref();
     let requested = meta
         .and_then(|m| m.get(META_PROTOCOL_VERSION))
         .map(|v| v.as_str().unwrap_or_default());
@@ -100,23 +106,10 @@ pub fn check(headers: &HeaderMap, body: &WireMessage) -> Result<&'static str, Re
         }
         Some(_) => {}
     }
-    let method = body
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    compare(headers, "mcp-method", "Mcp-Method", Some(method))?;
-    let name = match method {
-        "tools/call" | "prompts/get" => Some(body.at("/params/name")),
-        "resources/read" => Some(body.at("/params/uri")),
-        _ => None,
-    };
-    if let Some(value) = name {
-        compare(
-            headers,
-            "mcp-name",
-            "Mcp-Name",
-            value.and_then(Value::as_str),
-        )?;
+    let method = body.member_str(&["method"]).unwrap_or_default();
+    compare(headers, "mcp-method", "Mcp-Method", Some(&method))?;
+    if let Some(name) = revision::named_target(body, &method) {
+        compare(headers, "mcp-name", "Mcp-Name", name.as_deref())?;
     }
     Ok(version)
 }
@@ -135,9 +128,13 @@ pub fn check_params(
     body: &WireMessage,
     declared: &[ParamHeader],
 ) -> Result<(), Refusal> {
-    let arguments = body.at("/params/arguments");
+    if declared.is_empty() {
+        return Ok(());
+    }
+    // Parsed on its own: the rest of the request stays unparsed (issue 14).
+    let arguments = body.member(&["params", "arguments"]);
     for param in declared {
-        let value = param.value(arguments).filter(|v| !v.is_null());
+        let value = param.value(arguments.as_deref()).filter(|v| !v.is_null());
         let raw = headers.get(param.header.as_str());
         let argument = format!("arguments.{}", param.path.join("."));
         let header = raw.map(|raw| raw.to_str().ok().and_then(|v| decode(v.trim())));
@@ -277,6 +274,47 @@ mod tests {
             ("mcp-name", "=?base64?Z2V0X3dlYXRoZXI=?="),
         ];
         assert_eq!(check(&headers(&encoded), &call(meta())), Ok("2026-07-28"));
+    }
+
+    #[test]
+    fn a_request_is_checked_through_its_envelope_as_through_its_view_and_no_view_is_built() {
+        // issue 14: a modern `tools/call` is checked on every call; only `params._meta` and
+        // the annotated `arguments` are parsed.
+        let declared = crate::transport::upstream::param_headers::declared(&json!({"properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"}}}));
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","arguments":{"region":"eu"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let body = WireMessage::parse(text.as_bytes()).expect("parse");
+        let region = [GOOD[0], GOOD[1], GOOD[2], ("mcp-param-region", "eu")];
+        assert_eq!(check(&headers(&region), &body), Ok("2026-07-28"));
+        assert_eq!(check_params(&headers(&region), &body, &declared), Ok(()));
+        assert!(!body.view_is_built(), "the request's view was built");
+        // The same answers as from a view, for requests refused and passed.
+        let bodies = [
+            text.to_owned(),
+            text.replace("get_weather", "other"),
+            text.replace(r#""params":{"#, r#""params":{"name":"x","#),
+            text.replace(r#""region":"eu""#, r#""region":"us""#),
+            text.replace("2026-07-28", "2027-01-01"),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[1]}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_weather","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"x":"\ud800"}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\u0067et_weather","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#.to_owned(),
+        ];
+        for text in &bodies {
+            let enveloped = WireMessage::parse(text.as_bytes()).expect("parse");
+            let viewed = WireMessage::parse(text.as_bytes()).expect("parse");
+            let _ = viewed.view();
+            let headers = headers(&region);
+            assert_eq!(
+                check(&headers, &enveloped),
+                check(&headers, &viewed),
+                "{text}"
+            );
+            assert_eq!(
+                check_params(&headers, &enveloped, &declared),
+                check_params(&headers, &viewed, &declared),
+                "{text}"
+            );
+        }
     }
 
     #[test]

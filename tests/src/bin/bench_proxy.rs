@@ -7,7 +7,7 @@
 //! `thv proxy` in front of server-everything over HTTP; Berth stdio `PerClient`,
 //! `supergateway --stateful`, `mcp-proxy` (TypeScript) and `mcp-proxy` (Python) in front of
 //! server-everything's stdio mode; and `plain_hop`, Berth's own stack (axum, hyper's client,
-//! mimalloc) as a plain HTTP hop with no MCP work, in front of the Rust fixture. Loads: closed loop at concurrency 1, 16 and 64; an open loop
+//! mimalloc) as a plain HTTP hop with no MCP work, in front of both HTTP upstreams. Loads: closed loop at concurrency 1, 16 and 64; an open loop
 //! of 64 sessions at `--rate` calls per second in total (latency from each call's due time, so
 //! a stall is not hidden); sequential session opens; and 200 sequential calls from Python
 //! `httpx` and from the TypeScript SDK client. Figures: p50/p99 and what each adds over direct,
@@ -120,11 +120,12 @@ enum Kind {
     McpProxyPython,
 }
 
-const KINDS: [Kind; 13] = [
+const KINDS: [Kind; 14] = [
     Kind::Direct(Upstream::EverythingHttp),
     Kind::BerthShared(Upstream::EverythingHttp),
     Kind::BerthPerClient,
     Kind::Nginx(Upstream::EverythingHttp),
+    Kind::PlainHop(Upstream::EverythingHttp),
     Kind::ToolHive,
     Kind::BerthStdio,
     Kind::Supergateway,

@@ -4,7 +4,6 @@
 //! in `params._meta` and the `MCP-Protocol-Version` header. The front decides the era per
 //! request ([`is_modern`]) and serves both at once, for different clients.
 
-use crate::wire::jsonrpc::Pointer as _;
 use axum::http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
 
@@ -27,9 +26,9 @@ pub fn is_modern(headers: &HeaderMap, message: &Message) -> bool {
         Message::Request { body, .. } | Message::Notification { body, .. } => body,
         Message::Response { .. } => return header_version(headers).is_some_and(is_modern_header),
     };
+    // Read through the envelope: nothing is parsed (issue 14).
     if body
-        .at("/params/_meta")
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .member_text(&["params", "_meta", META_PROTOCOL_VERSION])
         .is_some()
     {
         return true;

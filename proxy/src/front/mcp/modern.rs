@@ -13,6 +13,7 @@ mod headers;
 mod listen;
 
 use crate::wire::jsonrpc::Pointer as _;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -40,6 +41,19 @@ const REMOVED_METHODS: [&str; 5] = [
     "resources/subscribe",
     "resources/unsubscribe",
 ];
+
+/// The tool a `tools/call` names (`params.name`), read through the envelope (issue 14).
+fn tool_name(body: &WireMessage) -> Option<Cow<'_, str>> {
+    body.member_str(&["params", "name"])
+}
+
+/// The request's `params._meta` (an empty object's worth of nothing when absent), parsed alone:
+/// the rest of the request stays unparsed (issue 14).
+fn request_meta(body: &WireMessage) -> Value {
+    body.member(&["params", "_meta"])
+        .map(Cow::into_owned)
+        .unwrap_or_default()
+}
 
 /// One modern client message (its body already classified and checked for duplicate members).
 pub async fn handle(
@@ -95,17 +109,17 @@ pub async fn handle(
     // The `Mcp-Param-*` headers of a tool this caller may call; a hidden or ungranted tool's
     // call goes on to be refused without telling its parameters.
     if method == "tools/call"
-        && let Some(tool) = body.at("/params/name").and_then(Value::as_str)
-        && proxy.engine.upstream.exposes(tool)
+        && let Some(tool) = tool_name(&body)
+        && proxy.engine.upstream.exposes(&tool)
         && proxy.engine.tool_grants.as_ref().is_none_or(|grants| {
             grants.allows(
                 caller.as_deref(),
-                tool,
-                proxy.engine.upstream.is_read_only(tool),
+                &tool,
+                proxy.engine.upstream.is_read_only(&tool),
             )
         })
         && let Err(refusal) =
-            headers::check_params(headers, &body, &proxy.engine.upstream.param_headers(tool))
+            headers::check_params(headers, &body, &proxy.engine.upstream.param_headers(&tool))
     {
         proxy
             .engine
@@ -164,7 +178,7 @@ async fn serve(
         json_only,
         params,
     } = request;
-    let meta = body.at("/params/_meta").cloned().unwrap_or_default();
+    let meta = request_meta(&body);
     let capabilities = meta
         .get(META_CLIENT_CAPABILITIES)
         .cloned()
@@ -397,5 +411,42 @@ async fn shape(
         }
         // Only a legacy session's streams are carried as resumable events.
         other @ (Answer::Accepted | Answer::Events(_) | Answer::TooManyRequests { .. }) => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::jsonrpc::Message;
+
+    #[test]
+    fn a_modern_call_is_read_on_the_way_in_with_no_view_built() {
+        // issue 14: every read the modern front makes of a `tools/call` before it is forwarded.
+        let text = r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"get_weather","arguments":{"region":"eu"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}}}"#;
+        let message =
+            Message::classify(WireMessage::parse(text.as_bytes()).expect("parse")).expect("valid");
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "get_weather"),
+        ] {
+            headers.insert(name, value.parse().expect("header value"));
+        }
+        assert!(era::is_modern(&headers, &message));
+        let body = message.body();
+        assert_eq!(headers::check(&headers, body), Ok("2026-07-28"));
+        assert_eq!(tool_name(body).as_deref(), Some("get_weather"));
+        let meta = request_meta(body);
+        assert_eq!(meta[META_CLIENT_CAPABILITIES], json!({"sampling": {}}));
+        assert!(!body.view_is_built(), "the request's view was built");
+        // The same answers once the view is built.
+        let _ = body.view();
+        assert_eq!(tool_name(body).as_deref(), Some("get_weather"));
+        assert_eq!(request_meta(body), meta);
+        let bare = WireMessage::parse(br#"{"jsonrpc":"2.0","id":4,"method":"tools/list"}"#)
+            .expect("parse");
+        assert_eq!(request_meta(&bare), Value::Null);
+        assert_eq!(tool_name(&bare), None);
     }
 }

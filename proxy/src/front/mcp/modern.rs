@@ -47,8 +47,8 @@ fn tool_name(body: &WireMessage) -> Option<Cow<'_, str>> {
     body.member_str(&["params", "name"])
 }
 
-/// The request's `params._meta` (an empty object's worth of nothing when absent), parsed alone:
-/// the rest of the request stays unparsed (issue 14).
+/// The request's `params._meta` (`null` when absent), parsed alone: the rest of the request
+/// stays unparsed (issue 14).
 fn request_meta(body: &WireMessage) -> Value {
     body.member(&["params", "_meta"])
         .map(Cow::into_owned)

@@ -55,7 +55,7 @@ pub fn is_modern_version(version: &str) -> bool {
 /// The `params` member `Mcp-Name` mirrors for `method`: `name` of `tools/call` and
 /// `prompts/get`, `uri` of `resources/read`; `None` for methods without one (MCP 2026-07-28,
 /// "Streamable HTTP", "Request Metadata").
-pub fn target_key(method: &str) -> Option<&'static str> {
+fn target_key(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
@@ -64,8 +64,9 @@ pub fn target_key(method: &str) -> Option<&'static str> {
 }
 
 /// What `Mcp-Name` mirrors for `request`, whose method is `method`, read through its envelope
-/// (no view is built; issue 14): `None` for methods without one ([`target_key`]), `Some(None)`
-/// when the member is absent or not a string of Unicode text.
+/// (no view is built; issue 14): `None` for methods without one (all but `tools/call`,
+/// `prompts/get` and `resources/read`), `Some(None)` when the member is absent or not a string
+/// of Unicode text.
 pub fn named_target<'m>(request: &'m WireMessage, method: &str) -> Option<Option<Cow<'m, str>>> {
     target_key(method).map(|key| request.member_str(&["params", key]))
 }

@@ -271,8 +271,7 @@ pub fn strip_client_hop(body: &mut WireMessage) {
 /// handshake's and roots' notifications and responses to server requests (a modern server
 /// sends none) are left out.
 pub fn has_place_on_modern_wire(message: &WireMessage, stdio: bool) -> bool {
-    let method = message.member_text(&["method"]);
-    if message.member_text(&["id"]).is_some() && method.is_some() {
+    if message.member_text(&["id"]).is_some() && message.member_text(&["method"]).is_some() {
         return true;
     }
     stdio && message.member_str(&["method"]).as_deref() == Some("notifications/cancelled")

@@ -45,22 +45,32 @@ pub async fn everything() -> Peer {
 }
 
 /// Spawns `command` with `PORT` set to a free loopback port and waits until it listens there.
+///
+/// # Panics
+/// When the child exits before it listens (so a socket of another program on that port is
+/// never taken for it), or it does not listen within 30 s.
 async fn serve_on_free_port(mut command: Command, what: &str) -> Peer {
     let port = free_port();
-    let child = command
+    let mut child = command
         .env("PORT", port.to_string())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let child_ref = &mut child;
     wait_for(
         &format!("{what} to listen"),
         Duration::from_secs(30),
-        || async move {
-            tokio::net::TcpStream::connect(("127.0.0.1", port))
-                .await
-                .ok()
+        || {
+            if let Ok(Some(status)) = child_ref.try_wait() {
+                panic!("{what} exited before it listened on port {port}: {status}");
+            }
+            async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .ok()
+            }
         },
     )
     .await;

@@ -6,8 +6,6 @@ use berth_crds::{ProxyConfig, Transport, UpstreamEndpoint};
 use berth_proxy::RunningProxy;
 use serde_json::{Value, json};
 
-use crate::wait_for;
-
 /// A proxy config for `upstream_url` on loopback with the given call timeout.
 pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
     let mut config = ProxyConfig {
@@ -48,17 +46,25 @@ pub async fn start_ready(config: &ProxyConfig) -> RunningProxy {
 /// Waits until the proxy's `/readyz` answers 200.
 ///
 /// # Panics
-/// When it does not within `within`.
+/// When it does not within `within`, with the last answer `/readyz` gave (its reason names
+/// the upstream's last error).
 pub async fn wait_ready(running: &RunningProxy, within: Duration) {
     let ready = format!("http://{}/readyz", running.admin_addr);
-    wait_for("proxy readiness", within, || {
-        let ready = ready.clone();
-        async move {
-            let status = reqwest::get(&ready).await.ok()?.status();
-            status.is_success().then_some(())
+    let end = tokio::time::Instant::now() + within;
+    let mut last = String::from("no answer");
+    loop {
+        if let Ok(reply) = reqwest::get(&ready).await {
+            let status = reply.status();
+            if status.is_success() {
+                return;
+            }
+            last = format!("{status}: {}", reply.text().await.unwrap_or_default());
         }
-    })
-    .await;
+        if tokio::time::Instant::now() >= end {
+            panic!("timed out after {within:?} waiting for proxy readiness; /readyz said {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// The MCP endpoint URL of a running proxy.

@@ -345,6 +345,52 @@ async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
     proxy.wait().await;
 }
 
+/// A batch member that names `id` twice (999 first, the call's id last) is skipped and
+/// counted, never taken as the call's answer: the proxy would route it by the last name while
+/// the client may read the first. The rest of the batch still completes the call at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn br_23_a_batch_member_naming_a_member_twice_is_skipped_and_the_rest_routed() {
+    let marker = Marker::new("br23dup");
+    let mut cfg = config(
+        fault_child(&marker, &["--batch-replies", "--ambiguous-in-batch"]),
+        SessionStrategy::PerClient,
+    );
+    cfg.timeouts.call = DurationString::new("20s");
+    let proxy = start(&cfg, &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    for id in 2..4 {
+        let started = Instant::now();
+        let reply = post_raw(
+            &url,
+            Some(&session),
+            &call(json!(id), "echo", json!({"tag": id.to_string()})),
+        )
+        .await;
+        assert_eq!(reply.last()["id"], json!(id), "{reply:?}");
+        assert_eq!(text_of(reply.last()), id.to_string(), "{reply:?}");
+        assert!(
+            !reply.text.contains("ambiguous"),
+            "the ambiguous member reached the client: {reply:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "answered at once: {:?}",
+            started.elapsed()
+        );
+    }
+    let metrics = scrape(&proxy).await;
+    // One per reply: the era probe, initialize and tools/list of the first child; initialize
+    // of the client's and its two calls.
+    let skipped = sample(
+        &metrics,
+        r#"berth_proxy_stdio_skipped_lines_total{reason="not_jsonrpc"}"#,
+    );
+    assert_eq!(skipped, 6.0, "{metrics}");
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn br_10_non_json_lines_are_skipped_counted_and_never_forwarded() {
     let (_marker, proxy, url, session) = per_client_session("br10", &["--noise"]).await;

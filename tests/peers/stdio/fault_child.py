@@ -19,6 +19,8 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
   --count-file PATH     append one line per process start ("start <pid>") and per initialize
   --batch-replies       send every response as a one-member JSON-RPC batch array, followed in
                         the same array by a log notification (BR-23)
+  --ambiguous-in-batch  with --batch-replies, the array starts with a member that names "id"
+                        twice (id 999 first, the response's id last) and answers "ambiguous"
   --raw-dir DIR         the tool raw answers with the exact text of DIR/result as its result
                         (never parsed), and every line read from stdin is appended to
                         DIR/received as it arrived (issue 12, item 6)
@@ -49,6 +51,7 @@ parser.add_argument("--flood-stderr", action="store_true")
 parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--count-file")
 parser.add_argument("--batch-replies", action="store_true")
+parser.add_argument("--ambiguous-in-batch", action="store_true")
 parser.add_argument("--raw-dir")
 args = parser.parse_args()
 
@@ -73,7 +76,13 @@ def send(message):
     if args.batch_replies and "id" in message and "method" not in message:
         note = {"jsonrpc": "2.0", "method": "notifications/message",
                 "params": {"level": "info", "data": "batched"}}
-        message = [message, note]
+        members = [json.dumps(message), json.dumps(note)]
+        if args.ambiguous_in_batch:
+            # json.dumps cannot repeat a name: the member is written as text.
+            members.insert(0, '{"jsonrpc":"2.0","id":999,"id":%s,"result":{"content":'
+                              '[{"type":"text","text":"ambiguous"}]}}' % json.dumps(message["id"]))
+        write_raw(("[" + ",".join(members) + "]").encode() + b"\n")
+        return
     write_raw(json.dumps(message).encode() + b"\n")
 
 

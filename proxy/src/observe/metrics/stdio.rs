@@ -15,9 +15,9 @@ pub struct StdioMetrics {
     /// `berth_proxy_stdio_spawn_failures_total`: children that could not be started (no such
     /// program, not executable) or stdio-host connections that could not be opened.
     pub spawn_failures: IntCounter,
-    /// `berth_proxy_stdio_skipped_lines_total{reason}`: child stdout lines not forwarded:
-    /// `blank`, `not_json`, `not_jsonrpc`, `too_long`, `unmatched` (a response to no pending
-    /// request) (field case BR-10).
+    /// `berth_proxy_stdio_skipped_lines_total{reason}`: child stdout lines, or members of a
+    /// batch line, not forwarded: `blank`, `not_json`, `not_jsonrpc` (also a member name twice),
+    /// `too_long`, `unmatched` (a response to no pending request) (field cases BR-10, BR-23).
     pub skipped_lines: IntCounterVec,
     /// `berth_proxy_stdio_restarts_total`: children the supervisor started again after its
     /// child ended or a client's child exited (field case BR-34).
@@ -56,7 +56,7 @@ impl StdioMetrics {
             skipped_lines: IntCounterVec::new(
                 Opts::new(
                     "berth_proxy_stdio_skipped_lines_total",
-                    "child stdout lines not forwarded, by reason",
+                    "child stdout lines (or members of a batch line) not forwarded, by reason",
                 ),
                 &["reason"],
             )

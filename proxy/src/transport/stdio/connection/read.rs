@@ -77,10 +77,16 @@ async fn route(shared: &Shared, bytes: Vec<u8>, standalone: &mpsc::Sender<WireMe
         Err(_) => return shared.skip("not_json", &bytes),
     };
     // A JSON-RPC batch (an array, as servers of revision 2025-03-26 may send): each member is
-    // routed on its own, so a response inside one still completes its call at once (BR-23).
+    // routed on its own, so a response inside one still completes its call at once (BR-23). A
+    // member naming a member twice is skipped as a whole line would be: the proxy would route
+    // it by the last name while the client it goes to may read the first.
     if let Some(members) = message.members() {
         for member in members {
             let raw = member.text().as_bytes().to_vec();
+            if member.duplicate_member().is_some() {
+                shared.skip("not_jsonrpc", &raw);
+                continue;
+            }
             route_message(shared, member, &raw, standalone).await;
         }
         return;

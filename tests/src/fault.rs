@@ -47,6 +47,11 @@ pub const SESSION_REQUIRED_BODY: &str = r#"{"jsonrpc":"2.0","error":{"code":-320
 /// `MCP-Protocol-Version` (HTTP 400; worded as the TypeScript SDK words its version errors, and
 /// naming no session, so it never reads as a lost session).
 pub const PROTOCOL_VERSION_REQUIRED_BODY: &str = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: MCP-Protocol-Version header missing or not the negotiated revision"},"id":null}"#;
+
+/// What `tools/call raw` answers with [`Faults::null_id_error`] (the JSON-RPC request id is
+/// `null`; field case BR-01).
+pub const NULL_ID_ERROR: &str =
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"could not read the request"}}"#;
 /// How long `ask` waits for each of the client's answers before giving up on it.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 
@@ -87,6 +92,14 @@ pub struct Faults {
     /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
     /// event. `None`: `raw` answers `{}`.
     pub raw_result: Option<String>,
+    /// `tools/call raw` is answered with HTTP 200 and [`NULL_ID_ERROR`] instead (JSON or, with
+    /// `sse_replies`, one SSE event): an error the server could not tie to the request.
+    pub null_id_error: bool,
+    /// A POST carrying a response (a client's answer to a server request) gets this status with
+    /// an empty body and is not delivered. `None`: delivered, 202.
+    pub answer_status: Option<u16>,
+    /// `resources/subscribe` is answered with a JSON-RPC error (-32603) and subscribes nothing.
+    pub subscribe_error: bool,
     /// As `raw_result`, for the `result` of `tools/list` (after the proxy's own listings at
     /// start-up, which this also answers). `None`: the listing of `tools`.
     pub raw_tools_list: Option<String>,

@@ -505,6 +505,144 @@ async fn br_27_server_requests_go_to_the_calling_client_and_answers_return() {
     proxy.shutdown().await;
 }
 
+/// A client's answer the upstream does not take (here HTTP 500) is not lost behind a 202: the
+/// client gets 502 with a JSON-RPC error under its answer's id, the server request stays
+/// pending, and the same answer sent again completes the call.
+#[tokio::test]
+async fn br_27_an_answer_the_upstream_refuses_is_a_502_under_its_id_and_can_be_sent_again() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "20s")).await;
+    let url = mcp_url(&proxy);
+    let capabilities = json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}});
+    let (session, _) = open_session_with(&url, "2025-06-18", capabilities).await;
+    let (_, mut replies) = post_stream(&url, &session, &call(json!(6), "ask", json!({}))).await;
+    let mut refused_once = false;
+    let final_reply = loop {
+        let message = next_within(&mut replies, Duration::from_secs(10))
+            .await
+            .expect("message");
+        if message.get("method").is_none() {
+            break message;
+        }
+        if message.get("id").is_none() {
+            continue;
+        }
+        let answer = match message["method"].as_str() {
+            Some("sampling/createMessage") => {
+                json!({"role":"assistant","content":{"type":"text","text":"hi"},"model":"m"})
+            }
+            Some("elicitation/create") => json!({"action":"accept","content":{"colour":"red"}}),
+            _ => json!({"roots":[]}),
+        };
+        let body = json!({"jsonrpc":"2.0","id":message["id"],"result":answer}).to_string();
+        if !refused_once {
+            refused_once = true;
+            upstream.update(|f| f.answer_status = Some(500));
+            let reply = post_raw(&url, Some(&session), &body).await;
+            assert_eq!(reply.status, 502, "{message} -> {reply:?}");
+            assert_eq!(reply.last()["id"], message["id"], "{reply:?}");
+            assert_eq!(reply.last()["error"]["code"], json!(-32010), "{reply:?}");
+            upstream.update(|f| f.answer_status = None);
+        }
+        let reply = post_raw(&url, Some(&session), &body).await;
+        assert_eq!(reply.status, 202, "{message} -> {reply:?}");
+    };
+    assert_eq!(final_reply["id"], json!(6), "{final_reply}");
+    let answers = &final_reply["result"]["structuredContent"];
+    assert_eq!(
+        answers["elicitation"]["result"]["content"]["colour"],
+        json!("red"),
+        "{final_reply}"
+    );
+    proxy.shutdown().await;
+}
+
+/// On the shared upstream session only the first subscriber's `resources/subscribe` goes
+/// upstream. When the upstream refuses it, the proxy forgets that client's subscription, so the
+/// next client's subscribe goes upstream too (and the upstream really subscribes) instead of
+/// being answered `{}` locally for a subscription that does not exist.
+#[tokio::test]
+async fn subscriptions_a_refused_first_subscribe_is_forgotten_and_the_next_one_goes_upstream() {
+    let upstream = FaultUpstream::builder()
+        .capabilities(berth_tests::fault::Capabilities {
+            resources_subscribe: true,
+            ..Default::default()
+        })
+        .start()
+        .await;
+    upstream.update(|f| f.subscribe_error = true);
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let subscribe = |id: i64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe",
+            "params": {"uri": "fault://counter"}})
+        .to_string()
+    };
+    let first = open_session(&url).await;
+    let reply = post_raw(&url, Some(&first), &subscribe(2)).await;
+    assert_eq!(reply.last()["id"], json!(2), "{reply:?}");
+    assert!(reply.last().get("error").is_some(), "refused: {reply:?}");
+
+    upstream.update(|f| f.subscribe_error = false);
+    let second = open_session(&url).await;
+    let reply = post_raw(&url, Some(&second), &subscribe(3)).await;
+    assert_eq!(reply.last()["id"], json!(3), "{reply:?}");
+    assert_eq!(reply.last()["result"], json!({}), "{reply:?}");
+    let subscribes = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.method.as_deref() == Some("resources/subscribe"))
+        .count();
+    assert_eq!(subscribes, 2, "the second subscribe went upstream");
+    proxy.shutdown().await;
+}
+
+/// The upstream's `notifications/cancelled` of a server request it sent reaches the client
+/// under the id the client knows that request by (never the upstream's), and the request is
+/// no longer pending: a late answer is refused and never reaches the upstream.
+#[tokio::test]
+async fn br_27_upstream_cancel_of_its_server_request_reaches_the_client_under_its_id() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&config(&upstream.url, "20s")).await;
+    let url = mcp_url(&proxy);
+    let (session, _) = open_session_with(&url, "2025-06-18", json!({"sampling": {}})).await;
+    let ask = call(json!(7), "ask", json!({"cancel": true}));
+    let (_, mut replies) = post_stream(&url, &session, &ask).await;
+    let mut messages = Vec::new();
+    while let Some(message) = next_within(&mut replies, Duration::from_secs(10)).await {
+        messages.push(message);
+    }
+    let request = messages
+        .iter()
+        .find(|m| m["method"] == "sampling/createMessage")
+        .expect("the server request");
+    let client_id = request["id"].clone();
+    assert!(
+        client_id
+            .as_str()
+            .is_some_and(|id| id.starts_with("berth-s")),
+        "{request}"
+    );
+    let cancelled = messages
+        .iter()
+        .find(|m| m["method"] == "notifications/cancelled")
+        .unwrap_or_else(|| panic!("the cancellation reached the client: {messages:?}"));
+    assert_eq!(cancelled["params"]["requestId"], client_id, "{cancelled}");
+    assert_eq!(cancelled["params"]["reason"], json!("no longer needed"));
+    let last = messages.last().expect("the call's response");
+    assert_eq!(last["id"], json!(7), "{last}");
+    let late = json!({"jsonrpc": "2.0", "id": client_id, "result":
+        {"role": "assistant", "content": {"type": "text", "text": "late"}, "model": "m"}});
+    let reply = post_raw(&url, Some(&session), &late.to_string()).await;
+    assert_eq!(reply.status, 400, "no longer pending: {reply:?}");
+    let answered_upstream = upstream
+        .received()
+        .into_iter()
+        .any(|r| r.method.is_none() && r.http_method == "POST");
+    assert!(!answered_upstream, "a late answer reached the upstream");
+    proxy.shutdown().await;
+}
+
 #[tokio::test]
 async fn br_27_client_without_sampling_gets_upstream_refused_at_once() {
     let upstream = FaultUpstream::builder().start().await;

@@ -391,6 +391,60 @@ async fn br_23_a_batch_member_naming_a_member_twice_is_skipped_and_the_rest_rout
     proxy.shutdown().await;
 }
 
+/// A server request the child sends while only the proxy's own `tools/list` probe is pending is
+/// not taken as the probe's (whose reader waits only for its response, so it was never
+/// answered): with no client to ask, the child gets an error at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn br_27_server_request_during_the_proxy_s_own_probe_is_answered_not_swallowed() {
+    let marker = Marker::new("br27probe");
+    let proxy = start(
+        &config(
+            fault_child(&marker, &["--roots-during-list"]),
+            SessionStrategy::Shared,
+        ),
+        &[],
+    )
+    .await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    within(
+        "the child's roots/list to be answered",
+        Duration::from_secs(10),
+        || async {
+            std::fs::read_to_string(&marker.path).is_ok_and(|text| text.contains("roots answered"))
+        },
+    )
+    .await;
+    proxy.shutdown().await;
+}
+
+/// An over-long log notification while one call is pending is skipped, and fails no call: only
+/// a line that can be a response is taken for the pending call's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_over_long_notification_fails_no_call() {
+    let marker = Marker::new("hugelog");
+    let mut cfg = config(fault_child(&marker, &[]), SessionStrategy::PerClient);
+    cfg.upstream.max_line_bytes = Some(1024 * 1024);
+    let proxy = start(&cfg, &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "huge-log", json!({"bytes": 2 * 1024 * 1024})),
+    )
+    .await;
+    assert_eq!(reply.last()["id"], json!(2), "{reply:?}");
+    assert_eq!(text_of(reply.last()), "logged", "{reply:?}");
+    let metrics = scrape(&proxy).await;
+    let skipped = sample(
+        &metrics,
+        r#"berth_proxy_stdio_skipped_lines_total{reason="too_long"}"#,
+    );
+    assert_eq!(skipped, 1.0, "{metrics}");
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn br_10_non_json_lines_are_skipped_counted_and_never_forwarded() {
     let (_marker, proxy, url, session) = per_client_session("br10", &["--noise"]).await;

@@ -7,6 +7,9 @@
 //! - A server-to-client request goes to the only client when there is exactly one and it
 //!   declared the capability; otherwise the upstream gets -32601 at once and
 //!   `berth_proxy_server_requests_total{result="refused"}` moves.
+//! - The upstream's `notifications/cancelled` of a server request it sent reaches the client
+//!   that holds the request, under the id that client knows it by, and the request is no longer
+//!   pending; one that names no relayed request is dropped (its id means nothing to clients).
 //! - On every new upstream session, resource subscriptions are re-established.
 //! - A dedicated (`PerClient`) upstream session's messages reach its one client ([`to_client`]).
 
@@ -80,7 +83,21 @@ fn dispatch(fanout: &Fanout, message: WireMessage) {
                     }
                 }
             }
-            "notifications/progress" | "notifications/cancelled" => {
+            "notifications/cancelled" => {
+                // Of a server request the upstream sent: to the client that holds it.
+                let Some(upstream) = fanout.upstream.current() else {
+                    return;
+                };
+                let mapped = fanout.sessions.all().into_iter().find_map(|session| {
+                    server_request::cancelled(&session, &upstream, message.clone())
+                        .map(|message| (session, message))
+                });
+                match mapped {
+                    Some((session, message)) => deliver(fanout, &session, message),
+                    None => tracing::debug!("ignored a cancellation of no relayed server request"),
+                }
+            }
+            "notifications/progress" => {
                 tracing::debug!(mcp.method = %method, "ignored a call notification on the standalone stream");
             }
             _ => {
@@ -202,7 +219,15 @@ async fn deliver_dedicated(
                     server_request::push_standalone(&client, &upstream, message, &metrics);
                 }
             }
-            Ok(Message::Notification { .. }) => {
+            Ok(Message::Notification { method, .. }) => {
+                let message = if method == "notifications/cancelled" {
+                    match server_request::cancelled(&client, &upstream, message) {
+                        Some(message) => message,
+                        None => continue,
+                    }
+                } else {
+                    message
+                };
                 let delivered = client.push_standalone(message);
                 if !delivered {
                     metrics.server_messages_dropped.inc();

@@ -41,6 +41,22 @@ pub fn register(
     Some(message)
 }
 
+/// The upstream's `notifications/cancelled` of a request it sent (`params.requestId`), as the
+/// client that holds that request sees it: `requestId` is the client-side id, and the request
+/// is no longer pending (a late answer gets 400 and nothing goes upstream). `None` when
+/// `client` holds no request of `upstream` under that id: the notification means nothing to it.
+pub fn cancelled(
+    client: &DownstreamSession,
+    upstream: &Arc<UpstreamSession>,
+    mut message: WireMessage,
+) -> Option<WireMessage> {
+    let upstream_id = message.member_value(&["params", "requestId"])?;
+    let client_id = client.cancel_server_request(upstream, &upstream_id)?;
+    message
+        .set(&["params", "requestId"], &client_id)
+        .then_some(message)
+}
+
 /// Counts a registered request as delivered to its client.
 pub fn delivered(metrics: &Metrics) {
     metrics

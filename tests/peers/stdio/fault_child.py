@@ -19,6 +19,9 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
   --count-file PATH     append one line per process start ("start <pid>") and per initialize
   --batch-replies       send every response as a one-member JSON-RPC batch array, followed in
                         the same array by a log notification (BR-23)
+  --roots-during-list   on the first tools/list, send the request roots/list (id "roots-1")
+                        before answering; the answer to it is recorded in --count-file as
+                        "roots answered"
   --ambiguous-in-batch  with --batch-replies, the array starts with a member that names "id"
                         twice (id 999 first, the response's id last) and answers "ambiguous"
   --raw-dir DIR         the tool raw answers with the exact text of DIR/result as its result
@@ -27,7 +30,8 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
 
 Tools: echo {tag} -> text tag; sleep {ms, tag} -> text tag after ms (concurrent); crash ->
 exits mid-call without answering; huge {bytes} -> one reply line of about that many bytes;
-whoami -> the pid; ask -> sends sampling/createMessage to the client and answers the call with
+whoami -> the pid; null-id -> an error with "id": null (BR-01); huge-log {bytes} -> a log notification of about
+that many bytes, then the text "logged"; ask -> sends sampling/createMessage to the client and answers the call with
 the client's result as JSON text.
 """
 
@@ -52,6 +56,7 @@ parser.add_argument("--ignore-sigterm", action="store_true")
 parser.add_argument("--count-file")
 parser.add_argument("--batch-replies", action="store_true")
 parser.add_argument("--ambiguous-in-batch", action="store_true")
+parser.add_argument("--roots-during-list", action="store_true")
 parser.add_argument("--raw-dir")
 args = parser.parse_args()
 
@@ -102,6 +107,8 @@ TOOLS = [
     {"name": "crash", "description": "exit mid-call", "inputSchema": {"type": "object"}},
     {"name": "huge", "description": "huge reply", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "number"}}}},
     {"name": "whoami", "description": "pid", "inputSchema": {"type": "object"}},
+    {"name": "null-id", "description": "an error with id null", "inputSchema": {"type": "object"}},
+    {"name": "huge-log", "description": "a huge log line, then the answer", "inputSchema": {"type": "object", "properties": {"bytes": {"type": "number"}}}},
     {"name": "ask", "description": "sampling round trip", "inputSchema": {"type": "object"}},
 ]
 
@@ -155,6 +162,16 @@ def call_tool(msg):
             send(text(msg["id"], arguments.get("tag", "")))
         threading.Thread(target=later, daemon=True).start()
         return
+    if name == "huge-log":
+        filler = "y" * int(arguments.get("bytes", 0))
+        send({"jsonrpc": "2.0", "method": "notifications/message",
+              "params": {"level": "info", "data": filler}})
+        send(text(msg["id"], "logged"))
+        return
+    if name == "null-id":
+        send({"jsonrpc": "2.0", "id": None,
+              "error": {"code": -32603, "message": "could not read the request"}})
+        return
     if name == "huge":
         filler = "y" * int(arguments.get("bytes", 0))
         send(text(msg["id"], filler))
@@ -170,6 +187,7 @@ def call_tool(msg):
 
 
 asked = {}
+roots_asked = False
 pending_init = None
 stdout_closed = False
 for raw in sys.stdin.buffer:
@@ -186,7 +204,12 @@ for raw in sys.stdin.buffer:
             continue
         answer_initialize(msg)
     elif method == "tools/list":
+        if args.roots_during_list and not roots_asked:
+            roots_asked = True
+            send({"jsonrpc": "2.0", "id": "roots-1", "method": "roots/list"})
         send({"jsonrpc": "2.0", "id": msg["id"], "result": {"tools": TOOLS}})
+    elif method is None and msg.get("id") == "roots-1":
+        count("roots answered")
     elif method == "tools/call":
         call_tool(msg)
     elif method == "ping":

@@ -66,6 +66,10 @@ async fn on_post(
     match (method, id) {
         (Some(method), None) => notification(&handle, &session, method, &message),
         (None, Some(id)) => {
+            let refuse = handle.lock().faults.answer_status;
+            if let Some(status) = refuse.and_then(|s| StatusCode::from_u16(s).ok()) {
+                return status_only(status);
+            }
             handle.deliver_answer(&session, &id, message);
             status_only(StatusCode::ACCEPTED)
         }
@@ -186,7 +190,13 @@ async fn request(
 ) -> Response {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     if method == "tools/call" && params["name"] == "raw" {
-        let result = handle.lock().faults.raw_result.clone();
+        let (result, null_id) = {
+            let faults = &handle.lock().faults;
+            (faults.raw_result.clone(), faults.null_id_error)
+        };
+        if null_id {
+            return raw_reply(handle, super::NULL_ID_ERROR.to_owned());
+        }
         return raw_result(handle, &id, result);
     }
     let raw_list = handle.lock().faults.raw_tools_list.clone();
@@ -219,6 +229,9 @@ async fn request(
             "resources/read" => {
                 let uri = params["uri"].clone();
                 Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": "0"}]}))
+            }
+            "resources/subscribe" if inner.faults.subscribe_error => {
+                Err(json!({"code": -32603, "message": "subscriptions are unavailable"}))
             }
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = params["uri"].as_str().unwrap_or_default().to_owned();
@@ -472,8 +485,15 @@ fn id_token(id: &Value) -> String {
 /// [`super::Faults::raw_result`], [`super::Faults::raw_tools_list`].
 fn raw_result(handle: &FaultHandle, id: &Value, result: Option<String>) -> Response {
     let result = result.unwrap_or_else(|| "{}".to_owned());
+    raw_reply(
+        handle,
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+    )
+}
+
+/// `text` as it is: a JSON body, or with `sse_replies` one SSE event.
+fn raw_reply(handle: &FaultHandle, text: String) -> Response {
     let sse = handle.lock().faults.sse_replies;
-    let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
     if sse {
         let event = Event::default().event("message").data(text);
         let events = futures::stream::iter([Ok::<_, Infallible>(event)]);

@@ -144,6 +144,7 @@ impl Call {
             }))),
             "missing" => Some(self.error(-32602, "Invalid params: missing argument")),
             "slow" => self.slow().await,
+            "ask" if self.arguments["cancel"] == json!(true) => self.ask_and_cancel().await,
             "ask" => self.ask().await,
             _ => {
                 let text = self.arguments.to_string();
@@ -197,6 +198,32 @@ impl Call {
             "content": [{"type": "text", "text": answers.to_string()}],
             "structuredContent": answers,
         })))
+    }
+
+    /// `ask` with `{"cancel": true}`: sends `sampling/createMessage`, then 100 ms later
+    /// `notifications/cancelled` for it on the call's stream, and answers the call with the
+    /// text `asked and cancelled <request id>`. A late answer to the request is ignored.
+    async fn ask_and_cancel(&self) -> Option<Value> {
+        let request_id = {
+            let mut inner = self.handle.lock();
+            let session = inner.sessions.get_mut(&self.session)?;
+            session.next_request += 1;
+            json!(format!("up-{}", session.next_request))
+        };
+        self.send(
+            json!({"jsonrpc": "2.0", "id": request_id, "method": "sampling/createMessage",
+            "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                "maxTokens": 10}}),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        self.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "no longer needed"}}),
+        )
+        .await;
+        let text = format!("asked and cancelled {request_id}");
+        Some(self.result(json!({"content": [{"type": "text", "text": text}]})))
     }
 
     /// One server-to-client request: the client's answer message, `Value::Null` when none came

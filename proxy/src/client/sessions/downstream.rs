@@ -252,6 +252,40 @@ impl DownstreamSession {
         pending.remove(&id_key(id))
     }
 
+    /// Takes the pending request that `upstream` sent under `upstream_id` and returns the id
+    /// this client sees it under: for the upstream's `notifications/cancelled` of it.
+    pub fn cancel_server_request(
+        &self,
+        upstream: &std::sync::Arc<UpstreamSession>,
+        upstream_id: &Value,
+    ) -> Option<Value> {
+        let mut pending = self
+            .server_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let key = pending.iter().find_map(|(key, request)| match request {
+            ServerRequest::Upstream {
+                upstream: asked_by,
+                upstream_id: asked_as,
+            } if std::sync::Arc::ptr_eq(asked_by, upstream) && asked_as == upstream_id => {
+                Some(key.clone())
+            }
+            _ => None,
+        })?;
+        pending.remove(&key);
+        serde_json::from_str(&key).ok()
+    }
+
+    /// Puts back a server request taken with [`Self::take_server_request`] whose answer could
+    /// not be handed on, so the client can send it again under the same `id`.
+    pub fn restore_server_request(&self, id: &Value, request: ServerRequest) {
+        let mut pending = self
+            .server_requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        pending.insert(id_key(id), request);
+    }
+
     /// Opens (or replaces) the standalone stream; returns its receiving end, and whether it
     /// replaced a stream still open (its receiver not yet dropped). A re-opened GET replaces
     /// the stale stream, which ends (field case BR-15); the caller counts replacements

@@ -59,6 +59,11 @@ pub(super) struct Call {
     pub(super) span: Span,
     /// The client span of the current exchange with the upstream.
     pub(super) attempt: Span,
+    /// The URI of a shared upstream session's `resources/subscribe`: the proxy counted the
+    /// client as subscribed before sending it, and forgets that again unless the upstream
+    /// answers with a result, so the next client's subscribe goes upstream instead of being
+    /// answered locally for a subscription that does not exist.
+    pub(super) subscribing: Option<String>,
 }
 
 impl Call {
@@ -76,6 +81,12 @@ impl Call {
         self.ending(self.session.era()).record(outcome);
         spans::record_outcome(&self.attempt, outcome);
         self.session.finish(&self.downstream_id);
+        if let Some(uri) = self.subscribing.take()
+            && outcome != Outcome::Ok
+        {
+            // Not the last subscriber's leave: nothing is sent upstream.
+            let _ = self.engine.subscriptions.remove(&uri, self.session.id());
+        }
         tracing::debug!(
             mcp.session_id = self.session.id(),
             mcp.method = %self.method,
@@ -103,9 +114,11 @@ impl Call {
     }
 
     /// Maps an upstream message of this call back to the client's id and progress token;
-    /// every other byte stays as the upstream sent it (issue 12, item 6).
+    /// every other byte stays as the upstream sent it (issue 12, item 6). The call's response
+    /// goes under the client's id, also an error the upstream sent with `id: null` on this
+    /// call's reply (field case BR-01).
     pub(super) fn restore(&self, mut message: WireMessage) -> WireMessage {
-        if message.member_value(&["id"]) == Some(Value::from(self.upstream_id)) {
+        if message.is_response_to(&Value::from(self.upstream_id)) {
             message.set_id(&self.downstream_id);
         }
         if let Some(original) = &self.progress_token
@@ -172,9 +185,10 @@ impl Call {
         message
     }
 
+    /// Whether `message`, read on this call's reply, is its response (an error with
+    /// `id: null` there is: field case BR-01).
     pub(super) fn is_final(&self, message: &WireMessage) -> bool {
-        (message.member_text(&["result"]).is_some() || message.member_text(&["error"]).is_some())
-            && message.member_value(&["id"]) == Some(Value::from(self.upstream_id))
+        message.is_response_to(&Value::from(self.upstream_id))
     }
 
     pub(super) fn error(&self, code: i64, message: &str, outcome: Outcome) -> Answer {

@@ -124,6 +124,16 @@ impl Incoming {
             session.is_modern(),
             &self.body,
         );
+        // Only the first subscriber's subscribe on the shared session reaches this point (the
+        // others were answered locally).
+        let subscribing = (self.method == "resources/subscribe" && session.dedicated().is_none())
+            .then(|| {
+                self.body
+                    .member(&["params", "uri"])?
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .flatten();
         let call = Call {
             engine,
             session,
@@ -142,6 +152,7 @@ impl Incoming {
             facts: self.facts,
             span: self.span,
             attempt: Span::none(),
+            subscribing,
         };
         (call, self.body)
     }

@@ -115,6 +115,10 @@ pub(super) async fn run(
                 if call.json_only {
                     call.engine.metrics.server_messages_dropped.inc();
                     None
+                } else if method == "notifications/cancelled" {
+                    // Of a server request the upstream sent this client: under the id the
+                    // client knows it by, or not at all.
+                    crate::engine::server_request::cancelled(&call.session, &call.upstream, message)
                 } else {
                     Some(call.restore(message))
                 }

@@ -22,7 +22,10 @@ use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
-/// it; 202 once it was handed on.
+/// it; 202 once it was handed on. When the upstream does not take it (an error status, a lost
+/// session, no answer within `timeouts.connect`), the client gets 502 with -32010 under `id`
+/// and the server request stays pending, so the answer can be sent again: it is never lost
+/// behind a 202.
 ///
 /// Cancellation safety: dropping the future after the pending request was taken loses the
 /// answer (the upstream's request then runs into its own timeout).
@@ -66,13 +69,36 @@ pub(super) async fn relay(
     };
     body.set_id(&upstream_id);
     let sent = tokio::time::timeout(proxy.engine.connect_budget, upstream.send(&body)).await;
-    if !matches!(sent, Ok(Ok(_))) {
-        tracing::warn!(
-            mcp.session_id = session.id(),
-            "failed to relay a client response upstream"
-        );
-    }
-    Answer::Accepted
+    let error = match sent {
+        Ok(Ok(_)) => return Answer::Accepted,
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!(
+            "no answer within timeouts.connect ({} ms)",
+            proxy.engine.connect_budget.as_millis()
+        ),
+    };
+    tracing::warn!(
+        mcp.session_id = session.id(),
+        %error,
+        "failed to relay a client response upstream; the server request stays pending"
+    );
+    session.restore_server_request(
+        id,
+        ServerRequest::Upstream {
+            upstream,
+            upstream_id,
+        },
+    );
+    Answer::error_with_data(
+        StatusCode::BAD_GATEWAY,
+        id,
+        jsonrpc::UPSTREAM_UNAVAILABLE,
+        "the answer could not be forwarded to the upstream MCP server; send it again",
+        serde_json::json!({
+            "outcome": crate::wire::outcome::Outcome::UpstreamUnavailable.as_label(),
+            "retryable": true,
+        }),
+    )
 }
 
 /// MCP request ids are strings or integers (MCP 2025-06-18 "Messages").

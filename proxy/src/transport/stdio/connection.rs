@@ -119,6 +119,24 @@ impl Connection {
     /// # Cancellation
     /// Cancel-safe: dropping the future (or the returned stream) forgets the pending request.
     pub async fn send(&self, message: &WireMessage) -> Result<PendingReply, UpstreamError> {
+        self.send_marked(message, false).await
+    }
+
+    /// As [`Self::send`], for a request of the proxy's own (tools probe, liveness ping): a
+    /// server request or log message the child prints while it is pending is never taken as
+    /// its own, but goes where it would with no request pending.
+    ///
+    /// # Errors
+    /// As [`Self::send`].
+    pub async fn send_own(&self, message: &WireMessage) -> Result<PendingReply, UpstreamError> {
+        self.send_marked(message, true).await
+    }
+
+    async fn send_marked(
+        &self,
+        message: &WireMessage,
+        own: bool,
+    ) -> Result<PendingReply, UpstreamError> {
         if self.shared.ended.is_cancelled() {
             return Err(self.shared.gone_error());
         }
@@ -131,16 +149,18 @@ impl Connection {
             Some(id) => {
                 let key = id.to_string();
                 let (tx, rx) = mpsc::channel(PENDING_BUFFER);
-                let mut listens = self
+                let mut callless = self
                     .shared
-                    .listens
+                    .callless
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
-                listens.remove(&key);
-                if message.get("method").and_then(Value::as_str) == Some("subscriptions/listen") {
-                    listens.insert(key.clone());
+                callless.remove(&key);
+                if own
+                    || message.get("method").and_then(Value::as_str) == Some("subscriptions/listen")
+                {
+                    callless.insert(key.clone());
                 }
-                drop(listens);
+                drop(callless);
                 self.shared
                     .pending
                     .lock()

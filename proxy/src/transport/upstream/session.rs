@@ -216,6 +216,17 @@ impl UpstreamSession {
         message: &WireMessage,
         param_headers: &[(String, String)],
     ) -> Result<Reply, UpstreamError> {
+        self.send_over(message, param_headers, false).await
+    }
+
+    /// [`Self::send_with`]; `own` marks a request of the proxy's own to a stdio child
+    /// ([`crate::transport::stdio::Connection::send_own`]).
+    async fn send_over(
+        &self,
+        message: &WireMessage,
+        param_headers: &[(String, String)],
+        own: bool,
+    ) -> Result<Reply, UpstreamError> {
         // With traces on, a request names the current span as its parent in `_meta`
         // (SEP-414), over HTTP and stdio alike.
         let traced = crate::observe::telemetry::with_trace_context(message);
@@ -225,7 +236,12 @@ impl UpstreamSession {
                 if self.era == UpstreamEra::Modern && !has_place_on_modern_wire(message, true) {
                     return Ok(Reply::Accepted);
                 }
-                return connection.send(message).await.map(stdio_reply);
+                let sent = if own {
+                    connection.send_own(message).await
+                } else {
+                    connection.send(message).await
+                };
+                return sent.map(stdio_reply);
             }
             Link::Http(http, _) => http,
         };
@@ -247,8 +263,9 @@ impl UpstreamSession {
     }
 
     /// Sends a request built from `method` and `params` under a fresh id and returns its final
-    /// response, ignoring notifications that arrive before it. Used for the proxy's own
-    /// requests (tools probe).
+    /// response. Used for the proxy's own requests (tools probe, liveness ping, era probe);
+    /// over stdio, what the child sends meanwhile that is not the response goes where it would
+    /// with no request pending (to the clients, or refused at once), never into this wait.
     ///
     /// # Errors
     /// As [`Self::send`], plus [`UpstreamError::Malformed`] when no response arrives.
@@ -259,7 +276,7 @@ impl UpstreamSession {
         if self.era == UpstreamEra::Modern {
             fill_meta(&mut message, &self.protocol_version, &self.hop);
         }
-        let reply = self.send(&message).await?;
+        let reply = self.send_over(&message, &[], true).await?;
         final_response(reply, &id).await
     }
 

@@ -232,6 +232,24 @@ impl WireMessage {
         serde_json::from_str(self.member_text(path)?).ok()
     }
 
+    /// Whether this is the response to the request whose JSON-RPC request id is `id`: a
+    /// `result` or an `error` under that id, or an `error` whose id is `null`, which a peer sends
+    /// when it could not read the request's id (JSON-RPC 2.0, section 5). Only a caller that
+    /// reads a channel carrying one request's messages (that request's reply, or a stdio child
+    /// while it is the only one pending) may take the second for that request (field case
+    /// BR-01: the client gets it under its own id, never `id: null`).
+    pub fn is_response_to(&self, id: &Value) -> bool {
+        let is_error = self.member_text(&["error"]).is_some();
+        if !is_error && self.member_text(&["result"]).is_none() {
+            return false;
+        }
+        match self.member_value(&["id"]) {
+            Some(Value::Null) => is_error,
+            Some(own) => own == *id,
+            None => false,
+        }
+    }
+
     /// The member at `path` exactly as the view has it, parsing that member alone while it can:
     /// for a small part of a message read per call (a modern request's `params._meta`, a
     /// tool's annotated `arguments`; issue 14). Where a `Value` cannot hold part of the member

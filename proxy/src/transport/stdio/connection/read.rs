@@ -148,6 +148,22 @@ async fn route_message(
                 None => deliver_standalone(shared, standalone, message),
             }
         }
+        // An error the child could not tie to a request (`id: null`, JSON-RPC 2.0 section 5)
+        // answers the only request pending, as that request's own HTTP reply would carry it
+        // (field case BR-01); with several pending it answers none of them.
+        (None, None)
+            if message.get("error").is_some() && message.get("id") == Some(&Value::Null) =>
+        {
+            match shared
+                .only_pending()
+                .and_then(|(key, _)| shared.take_pending(&key))
+            {
+                Some(tx) => {
+                    let _ = tx.send(Ok(message)).await;
+                }
+                None => shared.skip("unmatched", bytes),
+            }
+        }
         _ => shared.skip("not_jsonrpc", bytes),
     }
 }
@@ -164,8 +180,13 @@ fn deliver_standalone(
 
 /// An over-long line: the request it answers (found by its id at either end of the line, or
 /// the only pending request) fails with [`UpstreamError::TooLong`]; otherwise it is skipped.
+/// A line whose start names a `method` (a notification such as a long log message, or a server
+/// request) answers no request, and fails none.
 async fn too_long(shared: &Shared, bytes: u64, head: &[u8], tail: &[u8]) {
     shared.skip("too_long", head);
+    if names_a_method(head) {
+        return;
+    }
     let target = response_id(head, tail)
         .and_then(|key| shared.take_pending(&key))
         .or_else(|| {
@@ -185,12 +206,7 @@ async fn too_long(shared: &Shared, bytes: u64, head: &[u8], tail: &[u8]) {
 /// or `{"id":` (Python SDK order), or before a trailing `}` as the last `"id":` (Node SDK
 /// order). Returned in the form of `Value::to_string` (`7` or `"abc"`).
 pub(super) fn response_id(head: &[u8], tail: &[u8]) -> Option<String> {
-    let head = String::from_utf8_lossy(head);
-    let compact: String = head
-        .chars()
-        .filter(|c| !c.is_whitespace())
-        .take(64)
-        .collect();
+    let compact = compact(head, 64);
     for prefix in [r#"{"jsonrpc":"2.0","id":"#, r#"{"id":"#] {
         if let Some(rest) = compact.strip_prefix(prefix) {
             return id_token(rest);
@@ -202,6 +218,31 @@ pub(super) fn response_id(head: &[u8], tail: &[u8]) -> Option<String> {
     let at = body.rfind("\"id\":")?;
     let token = body[at + 5..].trim();
     id_token(token).filter(|t| t.len() == token.len())
+}
+
+/// Whether the start of a message cut short names a top-level `"method"` before any
+/// `"result"` or `"error"`: a request or notification, in the member orders SDKs write
+/// (`{"jsonrpc":"2.0","id":0,"method":…}`, `{"method":…,"params":…}`).
+pub(super) fn names_a_method(head: &[u8]) -> bool {
+    let compact = compact(head, 256);
+    let Some(method) = compact.find(r#""method":"#) else {
+        return false;
+    };
+    // Only the message's own brace before it: `method` is a top-level member.
+    let before = &compact[..method];
+    before.matches('{').count() == 1
+        && !before.contains(r#""result":"#)
+        && !before.contains(r#""error":"#)
+}
+
+/// The first `chars` characters of `head` that are not whitespace (outside strings or in
+/// them: enough to read the start of an envelope).
+fn compact(head: &[u8], chars: usize) -> String {
+    String::from_utf8_lossy(head)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .take(chars)
+        .collect()
 }
 
 fn id_token(rest: &str) -> Option<String> {
@@ -230,5 +271,32 @@ mod tests {
             Some(r#""a-1""#)
         );
         assert_eq!(response_id(b"garbage", b"more garbage"), None);
+    }
+
+    #[test]
+    fn a_cut_message_names_a_method_only_at_its_top_level() {
+        for request in [
+            &br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"xx"#[..],
+            br#"{"jsonrpc":"2.0","id":0,"method":"sampling/createMessage","params":"#,
+            br#"{ "method" : "notifications/message", "params": {"#,
+        ] {
+            assert!(
+                names_a_method(request),
+                "{}",
+                String::from_utf8_lossy(request)
+            );
+        }
+        for response in [
+            &br#"{"jsonrpc":"2.0","id":12,"result":{"method":"x","#[..],
+            br#"{"result":{"content":[{"method":"x"#,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"method"#,
+            b"garbage",
+        ] {
+            assert!(
+                !names_a_method(response),
+                "{}",
+                String::from_utf8_lossy(response)
+            );
+        }
     }
 }

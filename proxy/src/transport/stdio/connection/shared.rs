@@ -37,8 +37,9 @@ pub(super) type PendingSender = mpsc::Sender<Result<WireMessage, UpstreamError>>
 pub(in crate::transport::stdio) struct Shared {
     pub(in crate::transport::stdio) label: String,
     pub(super) pending: Mutex<HashMap<String, PendingSender>>,
-    /// Keys of the pending `subscriptions/listen` requests.
-    pub(super) listens: Mutex<std::collections::HashSet<String>>,
+    /// Keys of the pending requests that own no call's messages: `subscriptions/listen`
+    /// streams and the proxy's own requests (tools probe, liveness ping).
+    pub(super) callless: Mutex<std::collections::HashSet<String>>,
     reason: Mutex<Option<EndReason>>,
     pub(in crate::transport::stdio) ended: CancellationToken,
     pub(in crate::transport::stdio) eof: CancellationToken,
@@ -58,7 +59,7 @@ impl Shared {
         Arc::new(Self {
             label,
             pending: Mutex::new(HashMap::new()),
-            listens: Mutex::new(std::collections::HashSet::new()),
+            callless: Mutex::new(std::collections::HashSet::new()),
             reason: Mutex::new(None),
             ended: CancellationToken::new(),
             eof: CancellationToken::new(),
@@ -132,7 +133,7 @@ impl Shared {
     }
 
     pub(super) fn take_pending(&self, key: &str) -> Option<PendingSender> {
-        self.listens
+        self.callless
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
@@ -150,12 +151,14 @@ impl Shared {
             .cloned()
     }
 
-    /// The only pending call, not counting `subscriptions/listen` requests (a modern upstream's
-    /// listen stream is pending for as long as it lives, and owns no call's messages).
+    /// The only pending call, not counting the requests that own no call's messages: a modern
+    /// upstream's `subscriptions/listen` stream (pending for as long as it lives) and the
+    /// proxy's own requests, whose reader waits only for their response (a server request
+    /// routed there would never be answered).
     pub(super) fn only_pending(&self) -> Option<(String, PendingSender)> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let listens = self.listens.lock().unwrap_or_else(|e| e.into_inner());
-        let mut calls = pending.iter().filter(|(key, _)| !listens.contains(*key));
+        let callless = self.callless.lock().unwrap_or_else(|e| e.into_inner());
+        let mut calls = pending.iter().filter(|(key, _)| !callless.contains(*key));
         let only = calls.next()?;
         if calls.next().is_some() {
             return None;

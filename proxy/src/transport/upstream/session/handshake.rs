@@ -172,7 +172,7 @@ impl UpstreamSession {
                     Some(connection) => connection,
                     None => Arc::new(stdio.open().await?),
                 };
-                let reply = stdio_reply(connection.send(&request).await?);
+                let reply = stdio_reply(connection.send_own(&request).await?);
                 (reply, Link::Stdio(connection))
             }
         };

@@ -72,7 +72,7 @@ pub(super) async fn probe_stdio(
     hop: &ClientHop,
     wait: Duration,
 ) -> (Probe, Option<Unanswered>) {
-    let Ok(pending) = connection.send(&probe_request(hop)).await else {
+    let Ok(pending) = connection.send_own(&probe_request(hop)).await else {
         return (Probe::Legacy, None);
     };
     let mut answer: Unanswered =

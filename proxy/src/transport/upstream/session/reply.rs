@@ -18,10 +18,11 @@ pub(super) fn stdio_reply(pending: PendingReply) -> Reply {
     }
 }
 
-/// Waits for the response with `id` in a reply.
+/// Waits for the response with `id` in a reply (or an error with `id: null`, the reply being
+/// that request's alone: field case BR-01).
 pub(super) async fn final_response(reply: Reply, id: &Value) -> Result<Value, UpstreamError> {
     match reply {
-        Reply::Json(value) if value.get("id") == Some(id) => Ok(value.into_view()),
+        Reply::Json(value) if value.is_response_to(id) => Ok(value.into_view()),
         Reply::Json(_) => Err(UpstreamError::Malformed(
             "response id does not match".into(),
         )),
@@ -29,8 +30,7 @@ pub(super) async fn final_response(reply: Reply, id: &Value) -> Result<Value, Up
         Reply::Stream(mut stream) => {
             while let Some(message) = stream.next().await {
                 let message = message?;
-                let is_response = message.get("result").is_some() || message.get("error").is_some();
-                if is_response && message.get("id") == Some(id) {
+                if message.is_response_to(id) {
                     return Ok(message.into_view());
                 }
             }

@@ -117,8 +117,9 @@ mkdir -p "$pki" && chmod 700 "$pki"
 )
 
 # --- Ports --------------------------------------------------------------------
-# Random ports below the usual ephemeral range (32768+); a port that accepts a
-# connection is taken. A lost race with another process shows up as
+# Random ports in 15000-19999: below the usual ephemeral range (32768+) and the
+# 20000-29999 the Rust test harness hands to test servers (tests/src/lib.rs
+# free_port); a port that accepts a connection is taken. A lost race with another process shows up as
 # "address already in use" and is retried with new ports below.
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 etcd_port="" peer_port="" api_port="" kcm_port="" picked=" "
@@ -126,7 +127,7 @@ etcd_port="" peer_port="" api_port="" kcm_port="" picked=" "
 pick_port() {
   local p
   while :; do
-    p=$((15000 + RANDOM % 17000))
+    p=$((15000 + RANDOM % 5000))
     [[ $picked == *" $p "* ]] && continue
     port_in_use "$p" && continue
     picked+="$p "

@@ -43,47 +43,80 @@ where
     }
 }
 
-/// A free TCP port on 127.0.0.1 for a test server started next, in 20000–29999: below the
-/// kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`) and the NodePort range.
+/// A free TCP port on 127.0.0.1 for a test server started next: in 20000–29999 (below the
+/// kernel's ephemeral range, `/proc/sys/net/ipv4/ip_local_port_range`, and Kubernetes' NodePort
+/// range), or, where the ephemeral range starts below 21000, above it.
 ///
 /// A port the kernel handed to `bind(0)` and that was released again can be handed to the next
 /// `bind(0)` (another test's proxy listener) or `connect` (a client's source port) before the
 /// server meant for it binds; that server then fails, and a readiness wait may reach the other
-/// socket instead. No `bind(0)` or `connect` takes a port below the ephemeral range, and within
-/// one test process the ports taken here are never handed out twice (a counter from a start
-/// that differs per process), so only another program binding that very port could collide.
+/// socket instead. No `bind(0)` or `connect` takes a port outside the ephemeral range. Within
+/// one process a counter never hands a port out twice; across processes (two test runs at
+/// once), each port handed out is held by a lock on `$TMPDIR/berth-ports/<port>` until the
+/// process ends, and a port another process holds is skipped.
 ///
 /// # Panics
-/// If no port in the range can be bound.
+/// If no port in the range can be bound, or the kernel's ephemeral range leaves no range of
+/// 1000 ports outside it.
 pub fn free_port() -> u16 {
     use std::sync::atomic::{AtomicU32, Ordering};
     static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
-    let high = ephemeral_low().clamp(PORTS_FROM + 1_000, PORTS_BELOW);
-    let span = u32::from(high - PORTS_FROM);
+    let (from, below) = port_range();
+    let span = u32::from(below - from);
     let start = std::process::id().wrapping_mul(7_919) % span;
     let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
     for _ in 0..span {
         let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
-        let port = PORTS_FROM + u16::try_from(offset).expect("offset below the span");
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        let port = from + u16::try_from(offset).expect("offset below the span");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() && hold(port) {
             return port;
         }
     }
-    panic!("no free port on 127.0.0.1 in {PORTS_FROM}..{high}");
+    panic!("no free port on 127.0.0.1 in {from}..{below}");
 }
 
-/// Lowest port [`free_port`] hands out.
-const PORTS_FROM: u16 = 20_000;
-/// [`free_port`] stays below this: 30000–32767 is Kubernetes' default NodePort range, which the
-/// one-node cluster's kube-proxy serves.
-const PORTS_BELOW: u16 = 30_000;
+/// The ports [`free_port`] hands out, `from..below`.
+fn port_range() -> (u16, u16) {
+    const FROM: u16 = 20_000;
+    // 30000–32767 is Kubernetes' NodePort range, which the one-node cluster's kube-proxy serves.
+    const BELOW: u16 = 30_000;
+    let (low, high) = ephemeral_range();
+    if low.min(BELOW).saturating_sub(FROM) >= 1_000 {
+        return (FROM, low.min(BELOW));
+    }
+    let above = high.saturating_add(1);
+    assert!(
+        u16::MAX - above >= 1_000,
+        "the ephemeral range {low}-{high} leaves no 1000 ports for test servers"
+    );
+    (above, u16::MAX)
+}
 
-/// The lowest port of the kernel's ephemeral range (32768 when it cannot be read).
-fn ephemeral_low() -> u16 {
+/// The kernel's ephemeral port range (32768–60999 when it cannot be read).
+fn ephemeral_range() -> (u16, u16) {
     std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
-        .and_then(|range| range.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32_768)
+        .and_then(|range| {
+            let mut ends = range.split_whitespace().map(|end| end.parse().ok());
+            Some((ends.next()??, ends.next()??))
+        })
+        .unwrap_or((32_768, 60_999))
+}
+
+/// Takes `port` for this process: an exclusive lock on its file under `$TMPDIR/berth-ports`,
+/// held until the process ends. False when another process holds it.
+fn hold(port: u16) -> bool {
+    static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+    let dir = std::env::temp_dir().join("berth-ports");
+    let _ = std::fs::create_dir_all(&dir);
+    let Ok(file) = std::fs::File::create(dir.join(port.to_string())) else {
+        return false;
+    };
+    if file.try_lock().is_err() {
+        return false;
+    }
+    HELD.lock().unwrap_or_else(|e| e.into_inner()).push(file);
+    true
 }
 
 /// The repository root.
@@ -123,29 +156,24 @@ mod tests {
     use super::*;
 
     /// A port from `free_port` is one no `bind(0)` or `connect` can take before the server meant
-    /// for it binds, and one test process never gets the same port twice.
+    /// for it binds, one test process never gets twice, and one another process cannot take
+    /// (its lock file is held: a second open of it cannot lock it).
     #[test]
-    fn free_ports_are_below_the_ephemeral_range_and_never_repeat() {
-        let low = ephemeral_low();
+    fn free_ports_are_outside_the_ephemeral_range_never_repeat_and_are_held() {
+        let (low, high) = ephemeral_range();
         let ports: Vec<u16> = (0..500).map(|_| free_port()).collect();
         let distinct: std::collections::HashSet<_> = ports.iter().collect();
         assert_eq!(distinct.len(), ports.len(), "a port was handed out twice");
         assert!(
-            ports
-                .iter()
-                .all(|&port| (PORTS_FROM..low.min(PORTS_BELOW)).contains(&port)),
-            "a port outside {PORTS_FROM}..{}: {ports:?}",
-            low.min(PORTS_BELOW)
+            ports.iter().all(|port| !(low..=high).contains(port)),
+            "a port inside the ephemeral range {low}-{high}: {ports:?}"
         );
-        let kernel: Vec<u16> = (0..50)
-            .map(|_| {
-                let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind(0)");
-                listener.local_addr().expect("local addr").port()
-            })
-            .collect();
-        assert!(
-            kernel.iter().all(|port| !ports.contains(port)),
-            "bind(0) handed out a port free_port gave: {kernel:?}"
-        );
+        for port in &ports[..10] {
+            let path = std::env::temp_dir()
+                .join("berth-ports")
+                .join(port.to_string());
+            let again = std::fs::File::open(&path).expect("the port's lock file");
+            assert!(again.try_lock().is_err(), "port {port} is not held");
+        }
     }
 }

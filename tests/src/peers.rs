@@ -47,8 +47,9 @@ pub async fn everything() -> Peer {
 /// Spawns `command` with `PORT` set to a free loopback port and waits until it listens there.
 ///
 /// # Panics
-/// When the child exits before it listens (so a socket of another program on that port is
-/// never taken for it), or it does not listen within 30 s.
+/// When the child exits before it listens (its port was taken meanwhile: the wait ends at
+/// once, naming the exit, instead of running out or reaching another program's socket), or
+/// it does not listen within 30 s.
 async fn serve_on_free_port(mut command: Command, what: &str) -> Peer {
     let port = free_port();
     let mut child = command

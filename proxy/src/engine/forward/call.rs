@@ -60,9 +60,11 @@ pub(super) struct Call {
     /// The client span of the current exchange with the upstream.
     pub(super) attempt: Span,
     /// The URI of a shared upstream session's `resources/subscribe`: the proxy counted the
-    /// client as subscribed before sending it, and forgets that again unless the upstream
-    /// answers with a result, so the next client's subscribe goes upstream instead of being
-    /// answered locally for a subscription that does not exist.
+    /// client as subscribed before sending it, and forgets that again when the upstream
+    /// refuses it (a JSON-RPC error), so the next client's subscribe goes upstream instead of
+    /// being answered locally for a subscription that does not exist. After a timeout or a lost
+    /// session the upstream's state is unknown and the client stays counted (a new session
+    /// subscribes every counted URI again).
     pub(super) subscribing: Option<String>,
 }
 
@@ -82,9 +84,9 @@ impl Call {
         spans::record_outcome(&self.attempt, outcome);
         self.session.finish(&self.downstream_id);
         if let Some(uri) = self.subscribing.take()
-            && outcome != Outcome::Ok
+            && outcome == Outcome::RpcError
         {
-            // Not the last subscriber's leave: nothing is sent upstream.
+            // The upstream refused: it holds no subscription, so none is to be ended there.
             let _ = self.engine.subscriptions.remove(&uri, self.session.id());
         }
         tracing::debug!(

@@ -18,14 +18,16 @@ use serde_json::Value;
 use super::refusal::refused;
 use crate::client::sessions::{DownstreamSession, ServerRequest};
 use crate::front::mcp::state::Front;
+use crate::transport::upstream::UpstreamError;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
 
 /// Sends the client's answer `body` (classified as a response under `id`) upstream, or refuses
-/// it; 202 once it was handed on. When the upstream does not take it (an error status, a lost
-/// session, no answer within `timeouts.connect`), the client gets 502 with -32010 under `id`
-/// and the server request stays pending, so the answer can be sent again: it is never lost
-/// behind a 202.
+/// it; 202 once it was handed on. When the upstream does not take it, the client gets 502 with
+/// -32010 under `id`, never a 202: after an error status or no answer within
+/// `timeouts.connect`, `retryable: true` and the server request stays pending, so the answer
+/// can be sent again; when the upstream session that asked has ended (lost, or its stdio child
+/// gone), `retryable: false` and the request is gone with it.
 ///
 /// Cancellation safety: dropping the future after the pending request was taken loses the
 /// answer (the upstream's request then runs into its own timeout).
@@ -69,34 +71,50 @@ pub(super) async fn relay(
     };
     body.set_id(&upstream_id);
     let sent = tokio::time::timeout(proxy.engine.connect_budget, upstream.send(&body)).await;
-    let error = match sent {
+    let (error, ended) = match sent {
         Ok(Ok(_)) => return Answer::Accepted,
-        Ok(Err(error)) => error.to_string(),
-        Err(_) => format!(
-            "no answer within timeouts.connect ({} ms)",
-            proxy.engine.connect_budget.as_millis()
+        Ok(Err(error)) => {
+            let ended = matches!(error, UpstreamError::SessionLost | UpstreamError::Gone(_))
+                || upstream.is_lost();
+            (error.to_string(), ended)
+        }
+        // It may have reached the upstream; a second copy of an answer is ignored there, a
+        // lost one leaves its request waiting.
+        Err(_) => (
+            format!(
+                "no answer within timeouts.connect ({} ms)",
+                proxy.engine.connect_budget.as_millis()
+            ),
+            false,
         ),
     };
     tracing::warn!(
         mcp.session_id = session.id(),
         %error,
-        "failed to relay a client response upstream; the server request stays pending"
+        ended,
+        "failed to relay a client response upstream"
     );
-    session.restore_server_request(
-        id,
-        ServerRequest::Upstream {
-            upstream,
-            upstream_id,
-        },
-    );
+    let message = if ended {
+        // The upstream session that asked is gone, and its request with it.
+        "the answer could not be forwarded: the upstream session that asked has ended"
+    } else {
+        session.restore_server_request(
+            id,
+            ServerRequest::Upstream {
+                upstream,
+                upstream_id,
+            },
+        );
+        "the answer could not be forwarded to the upstream MCP server; send it again"
+    };
     Answer::error_with_data(
         StatusCode::BAD_GATEWAY,
         id,
         jsonrpc::UPSTREAM_UNAVAILABLE,
-        "the answer could not be forwarded to the upstream MCP server; send it again",
+        message,
         serde_json::json!({
             "outcome": crate::wire::outcome::Outcome::UpstreamUnavailable.as_label(),
-            "retryable": true,
+            "retryable": !ended,
         }),
     )
 }

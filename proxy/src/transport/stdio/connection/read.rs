@@ -149,14 +149,14 @@ async fn route_message(
             }
         }
         // An error the child could not tie to a request (`id: null`, JSON-RPC 2.0 section 5)
-        // answers the only request pending, as that request's own HTTP reply would carry it
-        // (field case BR-01); with several pending it answers none of them.
+        // answers the only request pending, the proxy's own included, as that request's own
+        // HTTP reply would carry it (field case BR-01); with several pending it answers none.
         (None, None)
             if message.get("error").is_some() && message.get("id") == Some(&Value::Null) =>
         {
             match shared
-                .only_pending()
-                .and_then(|(key, _)| shared.take_pending(&key))
+                .sole_pending()
+                .and_then(|key| shared.take_pending(&key))
             {
                 Some(tx) => {
                     let _ = tx.send(Ok(message)).await;

@@ -151,6 +151,15 @@ impl Shared {
             .cloned()
     }
 
+    /// The key of the only pending request of any kind (the proxy's own and `subscriptions/listen`
+    /// included): the one an error with `id: null` can answer.
+    pub(super) fn sole_pending(&self) -> Option<String> {
+        let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = pending.keys();
+        let only = keys.next()?;
+        keys.next().is_none().then(|| only.clone())
+    }
+
     /// The only pending call, not counting the requests that own no call's messages: a modern
     /// upstream's `subscriptions/listen` stream (pending for as long as it lives) and the
     /// proxy's own requests, whose reader waits only for their response (a server request

@@ -104,13 +104,20 @@ fn ephemeral_range() -> (u16, u16) {
 }
 
 /// Takes `port` for this process: an exclusive lock on its file under `$TMPDIR/berth-ports`,
-/// held until the process ends. False when another process holds it.
+/// held until the process ends. False when another process holds it. When the file cannot be
+/// opened (a directory another user made), the port is taken without a lock: two runs at once
+/// are then kept apart by the bind check alone.
 fn hold(port: u16) -> bool {
     static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
     let dir = std::env::temp_dir().join("berth-ports");
     let _ = std::fs::create_dir_all(&dir);
-    let Ok(file) = std::fs::File::create(dir.join(port.to_string())) else {
-        return false;
+    let opened = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(dir.join(port.to_string()));
+    let Ok(file) = opened else {
+        return true;
     };
     if file.try_lock().is_err() {
         return false;

@@ -60,11 +60,10 @@ pub(super) struct Call {
     /// The client span of the current exchange with the upstream.
     pub(super) attempt: Span,
     /// The URI of a shared upstream session's `resources/subscribe`: the proxy counted the
-    /// client as subscribed before sending it, and forgets that again when the upstream
-    /// refuses it (a JSON-RPC error), so the next client's subscribe goes upstream instead of
-    /// being answered locally for a subscription that does not exist. After a timeout or a lost
-    /// session the upstream's state is unknown and the client stays counted (a new session
-    /// subscribes every counted URI again).
+    /// client as subscribed before sending it, and forgets that again unless the upstream
+    /// answers with a result (a refusal, a timeout, a lost session), so the next subscribe
+    /// (this client's retry, or another client's) goes upstream instead of being answered
+    /// locally for a subscription the upstream may not hold.
     pub(super) subscribing: Option<String>,
 }
 
@@ -84,9 +83,10 @@ impl Call {
         spans::record_outcome(&self.attempt, outcome);
         self.session.finish(&self.downstream_id);
         if let Some(uri) = self.subscribing.take()
-            && outcome == Outcome::RpcError
+            && outcome != Outcome::Ok
         {
-            // The upstream refused: it holds no subscription, so none is to be ended there.
+            // Nothing is sent upstream: a subscription the upstream may still hold (after a
+            // timeout the proxy cancels the request) only sends updates nobody receives.
             let _ = self.engine.subscriptions.remove(&uri, self.session.id());
         }
         tracing::debug!(

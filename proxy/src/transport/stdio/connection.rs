@@ -155,12 +155,22 @@ impl Connection {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 callless.remove(&key);
-                if own
-                    || message.get("method").and_then(Value::as_str) == Some("subscriptions/listen")
-                {
+                let listen =
+                    message.get("method").and_then(Value::as_str) == Some("subscriptions/listen");
+                if own || listen {
                     callless.insert(key.clone());
                 }
                 drop(callless);
+                let mut listens = self
+                    .shared
+                    .listens
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                listens.remove(&key);
+                if listen {
+                    listens.insert(key.clone());
+                }
+                drop(listens);
                 self.shared
                     .pending
                     .lock()

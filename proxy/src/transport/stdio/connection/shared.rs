@@ -40,6 +40,8 @@ pub(in crate::transport::stdio) struct Shared {
     /// Keys of the pending requests that own no call's messages: `subscriptions/listen`
     /// streams and the proxy's own requests (tools probe, liveness ping).
     pub(super) callless: Mutex<std::collections::HashSet<String>>,
+    /// Keys of the pending `subscriptions/listen` requests (also in `callless`).
+    pub(super) listens: Mutex<std::collections::HashSet<String>>,
     reason: Mutex<Option<EndReason>>,
     pub(in crate::transport::stdio) ended: CancellationToken,
     pub(in crate::transport::stdio) eof: CancellationToken,
@@ -60,6 +62,7 @@ impl Shared {
             label,
             pending: Mutex::new(HashMap::new()),
             callless: Mutex::new(std::collections::HashSet::new()),
+            listens: Mutex::new(std::collections::HashSet::new()),
             reason: Mutex::new(None),
             ended: CancellationToken::new(),
             eof: CancellationToken::new(),
@@ -137,6 +140,10 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
+        self.listens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -151,11 +158,13 @@ impl Shared {
             .cloned()
     }
 
-    /// The key of the only pending request of any kind (the proxy's own and `subscriptions/listen`
-    /// included): the one an error with `id: null` can answer.
+    /// The key of the only pending request, the proxy's own included, not counting a modern
+    /// upstream's `subscriptions/listen` stream (pending for as long as it lives): the one an
+    /// error with `id: null` can answer.
     pub(super) fn sole_pending(&self) -> Option<String> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys = pending.keys();
+        let listens = self.listens.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = pending.keys().filter(|key| !listens.contains(*key));
         let only = keys.next()?;
         keys.next().is_none().then(|| only.clone())
     }

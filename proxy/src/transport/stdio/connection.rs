@@ -35,6 +35,7 @@ use crate::transport::upstream::UpstreamError;
 use crate::wire::jsonrpc::WireMessage;
 pub use read::REFUSAL_PREFIX;
 use read::read_lines;
+use shared::Callless;
 pub use shared::EndReason;
 pub(super) use shared::Shared;
 
@@ -149,33 +150,14 @@ impl Connection {
             Some(id) => {
                 let key = id.to_string();
                 let (tx, rx) = mpsc::channel(PENDING_BUFFER);
-                let mut callless = self
-                    .shared
-                    .callless
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                callless.remove(&key);
-                let listen =
-                    message.get("method").and_then(Value::as_str) == Some("subscriptions/listen");
-                if own || listen {
-                    callless.insert(key.clone());
-                }
-                drop(callless);
-                let mut listens = self
-                    .shared
-                    .listens
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                listens.remove(&key);
-                if listen {
-                    listens.insert(key.clone());
-                }
-                drop(listens);
-                self.shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), tx);
+                let callless = if message.get("method").and_then(Value::as_str)
+                    == Some("subscriptions/listen")
+                {
+                    Some(Callless::Listen)
+                } else {
+                    own.then_some(Callless::Own)
+                };
+                self.shared.add_pending(&key, tx, callless);
                 PendingReply {
                     rx: Some(rx),
                     key,

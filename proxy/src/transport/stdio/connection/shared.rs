@@ -32,16 +32,23 @@ pub enum EndReason {
 
 pub(super) type PendingSender = mpsc::Sender<Result<WireMessage, UpstreamError>>;
 
+/// A pending request that owns no call's messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Callless {
+    /// The proxy's own request (handshake, probes, liveness ping).
+    Own,
+    /// A modern upstream's `subscriptions/listen` stream, pending for as long as it lives.
+    Listen,
+}
+
 /// State shared by the connection handle and its tasks.
 #[derive(Debug)]
 pub(in crate::transport::stdio) struct Shared {
     pub(in crate::transport::stdio) label: String,
     pub(super) pending: Mutex<HashMap<String, PendingSender>>,
-    /// Keys of the pending requests that own no call's messages: `subscriptions/listen`
-    /// streams and the proxy's own requests (tools probe, liveness ping).
-    pub(super) callless: Mutex<std::collections::HashSet<String>>,
-    /// Keys of the pending `subscriptions/listen` requests (also in `callless`).
-    pub(super) listens: Mutex<std::collections::HashSet<String>>,
+    /// The pending requests that own no call's messages, by key: the proxy's own requests
+    /// and `subscriptions/listen` streams.
+    callless: Mutex<HashMap<String, Callless>>,
     reason: Mutex<Option<EndReason>>,
     pub(in crate::transport::stdio) ended: CancellationToken,
     pub(in crate::transport::stdio) eof: CancellationToken,
@@ -61,8 +68,7 @@ impl Shared {
         Arc::new(Self {
             label,
             pending: Mutex::new(HashMap::new()),
-            callless: Mutex::new(std::collections::HashSet::new()),
-            listens: Mutex::new(std::collections::HashSet::new()),
+            callless: Mutex::new(HashMap::new()),
             reason: Mutex::new(None),
             ended: CancellationToken::new(),
             eof: CancellationToken::new(),
@@ -135,12 +141,23 @@ impl Shared {
         );
     }
 
-    pub(super) fn take_pending(&self, key: &str) -> Option<PendingSender> {
-        self.callless
+    /// Registers the pending request `key` with its reply channel; `callless` when it owns no
+    /// call's messages.
+    pub(super) fn add_pending(&self, key: &str, tx: PendingSender, callless: Option<Callless>) {
+        let mut marks = self.callless.lock().unwrap_or_else(|e| e.into_inner());
+        match callless {
+            Some(kind) => marks.insert(key.to_owned(), kind),
+            None => marks.remove(key),
+        };
+        drop(marks);
+        self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
-        self.listens
+            .insert(key.to_owned(), tx);
+    }
+
+    pub(super) fn take_pending(&self, key: &str) -> Option<PendingSender> {
+        self.callless
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(key);
@@ -163,8 +180,10 @@ impl Shared {
     /// error with `id: null` can answer.
     pub(super) fn sole_pending(&self) -> Option<String> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let listens = self.listens.lock().unwrap_or_else(|e| e.into_inner());
-        let mut keys = pending.keys().filter(|key| !listens.contains(*key));
+        let callless = self.callless.lock().unwrap_or_else(|e| e.into_inner());
+        let mut keys = pending
+            .keys()
+            .filter(|key| callless.get(*key) != Some(&Callless::Listen));
         let only = keys.next()?;
         keys.next().is_none().then(|| only.clone())
     }
@@ -176,7 +195,9 @@ impl Shared {
     pub(super) fn only_pending(&self) -> Option<(String, PendingSender)> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let callless = self.callless.lock().unwrap_or_else(|e| e.into_inner());
-        let mut calls = pending.iter().filter(|(key, _)| !callless.contains(*key));
+        let mut calls = pending
+            .iter()
+            .filter(|(key, _)| !callless.contains_key(*key));
         let only = calls.next()?;
         if calls.next().is_some() {
             return None;

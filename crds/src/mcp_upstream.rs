@@ -151,6 +151,13 @@ pub struct ProxySpec {
     /// log is on standard error. `Off`: none. Fields: `docs/audit.md`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub audit: crate::proxy_config::audit::AuditLog,
+    /// What one client, connection or upstream reply may cost the proxy: request and reply
+    /// sizes, header and body read deadlines, the keep-alive idle timeout, connection caps
+    /// (in total and per source address), the largest bearer token, and the audit queue. Every
+    /// limit has a safe default; see `proxy/README.md`, "Limits", for each one's metric.
+    /// Example: `{maxRequestBytes: 1048576, maxConnectionsPerSource: 1024}`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub limits: crate::proxy_config::limits::LimitsSpec,
 }
 
 impl Default for ProxySpec {
@@ -162,6 +169,7 @@ impl Default for ProxySpec {
             auth: None,
             request_origin: Default::default(),
             audit: Default::default(),
+            limits: Default::default(),
         }
     }
 }

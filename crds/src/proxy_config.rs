@@ -7,13 +7,14 @@
 //!
 //! This module holds [`ProxyConfig`] itself, its parsing and the rules across its parts. Each
 //! part is a child module: `upstream` (where the upstream is and how to reach it), `session`,
-//! `tools_probe`, `timeouts`, `downstream_auth` (with [`oauth`]), [`request_origin`] and
-//! [`audit`]; `error` holds [`ProxyConfigError`], which every part uses. The children use only
+//! `tools_probe`, `timeouts`, `downstream_auth` (with [`oauth`]), [`request_origin`],
+//! [`audit`] and [`limits`]; `error` holds [`ProxyConfigError`], which every part uses. The children use only
 //! each other (`error` and `oauth`), never this module.
 
 pub mod audit;
 mod downstream_auth;
 mod error;
+pub mod limits;
 pub mod oauth;
 pub mod request_origin;
 mod session;
@@ -85,6 +86,10 @@ pub struct ProxyConfig {
     /// `docs/audit.md`). Default `Stdout`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub audit: audit::AuditLog,
+    /// What one client, connection or upstream reply may cost the proxy (issue 39). Default:
+    /// [`limits::LimitsSpec::default`].
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub limits: limits::LimitsSpec,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -129,6 +134,7 @@ impl ProxyConfig {
         self.timeouts.max_call()?;
         self.timeouts.drain()?;
         self.tools_probe.interval()?;
+        self.limits.check()?;
         let max_sessions = u64::from(self.session.max_sessions);
         if !(MAX_SESSIONS_MIN..=MAX_SESSIONS_MAX).contains(&max_sessions) {
             return Err(ProxyConfigError::OutOfRange {

@@ -81,6 +81,7 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
         session_key_env: Some(SESSION_KEY_ENV.to_owned()),
         request_origin: spec.proxy.request_origin.clone(),
         audit: spec.proxy.audit,
+        limits: spec.proxy.limits.clone(),
     }
 }
 

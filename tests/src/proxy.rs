@@ -27,6 +27,7 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         session_key_env: None,
         request_origin: Default::default(),
         audit: berth_crds::proxy_config::audit::AuditLog::Off,
+        limits: Default::default(),
     };
     config.timeouts.call = berth_crds::DurationString::new(call_timeout);
     config

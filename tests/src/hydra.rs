@@ -69,16 +69,26 @@ impl Hydra {
         let hydra = Self {
             issuer,
             admin: format!("http://127.0.0.1:{admin}"),
-            http: reqwest::Client::new(),
+            // No idle connections kept: Hydra may close one just as it is reused, which fails
+            // the next request with `IncompleteMessage` (seen on a token request made seconds
+            // after the readiness poll).
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(0)
+                .build()
+                .unwrap_or_else(|err| panic!("failed to build the Hydra client: {err}")),
             child,
             _dir: dir,
         };
         let ready = format!("{}/health/ready", hydra.admin);
         let public_ready = format!("{}health/ready", hydra.issuer);
+        // The key set too: Hydra makes its signing keys (RSA) when first asked, which on a
+        // loaded machine outlasts a request's time there; here a slow first answer is retried.
+        let keys = format!("{}.well-known/jwks.json", hydra.issuer);
         crate::wait_for("Hydra to be ready", Duration::from_secs(60), || {
-            let (ready, public_ready, http) = (ready.clone(), public_ready.clone(), &hydra.http);
+            let (ready, public_ready, keys) = (ready.clone(), public_ready.clone(), keys.clone());
+            let http = &hydra.http;
             async move {
-                for url in [ready, public_ready] {
+                for url in [ready, public_ready, keys] {
                     if !http.get(&url).send().await.ok()?.status().is_success() {
                         return None;
                     }
@@ -132,18 +142,27 @@ impl Hydra {
             ("scope", scope),
             ("audience", audience),
         ];
-        let reply = self
-            .http
-            .post(format!("{}oauth2/token", self.issuer))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(
-                form_urlencoded::Serializer::new(String::new())
-                    .extend_pairs(form)
-                    .finish(),
-            )
-            .send()
-            .await
-            .expect("POST /oauth2/token");
+        let body = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        // A token request changes nothing at Hydra, so one whose connection closed unanswered
+        // (Hydra busy making keys) is sent again.
+        let mut tries = 0;
+        let reply = loop {
+            tries += 1;
+            let sent = self
+                .http
+                .post(format!("{}oauth2/token", self.issuer))
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(reply) => break reply,
+                Err(error) if tries < 3 => eprintln!("POST /oauth2/token, try {tries}: {error}"),
+                Err(error) => panic!("POST /oauth2/token: {error:?}"),
+            }
+        };
         let status = reply.status();
         let body: Value = reply.json().await.expect("token response is JSON");
         assert!(status.is_success(), "token for {id}: {status} {body}");

@@ -378,3 +378,105 @@ async fn oauth_tool_grants_give_each_caller_its_tools_and_a_session_stays_with_i
     assert_eq!(sample(&metrics, denied_calls), 1.0, "{metrics}");
     proxy.shutdown().await;
 }
+
+/// A replica on a fresh port accepting `hydra`'s tokens for `audience`, signing session ids with
+/// `key` (shared by every replica of one McpUpstream, as the operator sets it).
+async fn oauth_replica(
+    hydra: &Hydra,
+    upstream_url: &str,
+    audience: &str,
+    key: &str,
+) -> (berth_proxy::RunningProxy, String) {
+    const KEY_VAR: &str = "BERTH_SESSION_KEY";
+    let port = berth_tests::free_port();
+    let mut cfg = config(upstream_url, "30s");
+    cfg.listen = format!("127.0.0.1:{port}");
+    cfg.session_key_env = Some(KEY_VAR.to_owned());
+    cfg.downstream_auth = Some(DownstreamAuth {
+        bearer_token_env: None,
+        oauth: Some(OAuthSpec {
+            issuer: hydra.issuer.clone(),
+            audience: audience.to_owned(),
+            required_scopes: vec!["mcp:tools".into()],
+            allowed_algorithms: all_algorithms(),
+            jwks_refresh: Some(DurationString::new("5m")),
+            clock_skew: None,
+        }),
+    });
+    berth_proxy::install_crypto_provider();
+    let running =
+        berth_proxy::start_with_env(&cfg, &|var| (var == KEY_VAR).then(|| key.to_owned()))
+            .await
+            .expect("replica starts");
+    berth_tests::proxy::wait_ready(&running, std::time::Duration::from_secs(30)).await;
+    (running, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// Issue 39, item 9: a session belongs to its identity on every replica. Another identity's
+/// DELETE on a replica that has not yet adopted the session used to answer 204 and end it there,
+/// so its owner got 404 on that replica from then on.
+#[tokio::test]
+async fn oauth_another_identity_cannot_end_a_session_on_a_replica_that_never_held_it() {
+    let upstream = FaultUpstream::builder().start().await;
+    let hydra = Hydra::start().await;
+    let audience = "https://berth.test/replicated/mcp";
+    let key = "a-session-key-shared-by-both-replicas";
+    let (first, first_url) = oauth_replica(&hydra, &upstream.url, audience, key).await;
+    let (second, second_url) = oauth_replica(&hydra, &upstream.url, audience, key).await;
+    hydra
+        .create_client("owner-agent", AGENT.1, "mcp:tools", &[audience])
+        .await;
+    hydra
+        .create_client("other-agent", READER.1, "mcp:tools", &[audience])
+        .await;
+    let owner = format!(
+        "Bearer {}",
+        hydra
+            .token("owner-agent", AGENT.1, "mcp:tools", audience)
+            .await
+    );
+    let other = format!(
+        "Bearer {}",
+        hydra
+            .token("other-agent", READER.1, "mcp:tools", audience)
+            .await
+    );
+    let as_owner = [("authorization", owner.as_str())];
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}})
+    .to_string();
+    let opened = post_with(&first_url, None, &as_owner, &init).await;
+    let session = opened.session.clone().expect("a session id");
+
+    let delete = reqwest::Client::new()
+        .delete(&second_url)
+        .header("mcp-session-id", &session)
+        .header("authorization", &other)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(
+        delete.status(),
+        404,
+        "another identity's DELETE on the replica that never held the session"
+    );
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    for url in [&second_url, &first_url] {
+        let own = post_with(url, Some(&session), &as_owner, &list).await;
+        assert_eq!(
+            own.status, 200,
+            "the owner keeps its session at {url}: {own:?}"
+        );
+    }
+    let delete = reqwest::Client::new()
+        .delete(&second_url)
+        .header("mcp-session-id", &session)
+        .header("authorization", &owner)
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(delete.status(), 204, "the owner may end its own session");
+    first.shutdown().await;
+    second.shutdown().await;
+}

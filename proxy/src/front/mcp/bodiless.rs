@@ -156,17 +156,12 @@ pub(super) async fn handle_delete(
         Ok(header) => header,
         Err(refusal) => return *refusal,
     };
-    // Another identity's session is not this caller's to end: unknown to it.
-    if proxy
-        .engine
-        .sessions
-        .get_quiet(header)
-        .is_some_and(|session| !session.admits(caller.as_deref()))
-    {
+    // Only the identity that opened a session may end it, held here or adopted from another
+    // replica (issue 39, item 9): another identity's DELETE sees an unknown session and ends
+    // nothing. A signed id from another replica is adopted, then ended, so it is not adopted later.
+    if live_session(&proxy, header, caller.as_deref()).is_none() {
         return unknown_session(&proxy.engine.metrics, &Value::Null).into_response();
     }
-    // A signed id from another replica is ended here too, so it is not adopted later.
-    let _ = live_session(&proxy, header, caller.as_deref());
     if proxy.engine.end_session(header) {
         StatusCode::NO_CONTENT.into_response()
     } else {

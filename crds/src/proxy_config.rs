@@ -30,8 +30,8 @@ use crate::transport::Transport;
 pub use downstream_auth::DownstreamAuth;
 pub use error::ProxyConfigError;
 pub use session::{
-    MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, REPLAY_BUFFER_MIB_MAX, SessionSpec, SessionStrategy,
-    default_replay_buffer_mib,
+    MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, MAX_SHARED_SESSIONS_MAX, REPLAY_BUFFER_MIB_MAX,
+    SessionSpec, SessionStrategy, default_max_shared_sessions, default_replay_buffer_mib,
 };
 pub use timeouts::{MAX_DRAIN, TimeoutsSpec};
 pub use tools_probe::{DriftPolicy, ToolsProbePolicy, ToolsProbeSpec};
@@ -143,6 +143,23 @@ impl ProxyConfig {
                 min: MAX_SESSIONS_MIN,
                 max: MAX_SESSIONS_MAX,
             });
+        }
+        let per_identity = self.session.max_sessions_per_identity.unwrap_or(1);
+        for (field, value) in [
+            (
+                "session.maxSharedSessions",
+                self.session.max_shared_sessions,
+            ),
+            ("session.maxSessionsPerIdentity", per_identity),
+        ] {
+            if !(1..=MAX_SHARED_SESSIONS_MAX).contains(&u64::from(value)) {
+                return Err(ProxyConfigError::OutOfRange {
+                    field,
+                    value: u64::from(value),
+                    min: 1,
+                    max: MAX_SHARED_SESSIONS_MAX,
+                });
+            }
         }
         let replay_buffer = u64::from(self.session.replay_buffer_mib);
         if replay_buffer > REPLAY_BUFFER_MIB_MAX {

@@ -386,10 +386,12 @@ async fn oauth_replica(
     upstream_url: &str,
     audience: &str,
     key: &str,
+    sessions_per_identity: Option<u32>,
 ) -> (berth_proxy::RunningProxy, String) {
     const KEY_VAR: &str = "BERTH_SESSION_KEY";
     let port = berth_tests::free_port();
     let mut cfg = config(upstream_url, "30s");
+    cfg.session.max_sessions_per_identity = sessions_per_identity;
     cfg.listen = format!("127.0.0.1:{port}");
     cfg.session_key_env = Some(KEY_VAR.to_owned());
     cfg.downstream_auth = Some(DownstreamAuth {
@@ -421,8 +423,8 @@ async fn oauth_another_identity_cannot_end_a_session_on_a_replica_that_never_hel
     let hydra = Hydra::start().await;
     let audience = "https://berth.test/replicated/mcp";
     let key = "a-session-key-shared-by-both-replicas";
-    let (first, first_url) = oauth_replica(&hydra, &upstream.url, audience, key).await;
-    let (second, second_url) = oauth_replica(&hydra, &upstream.url, audience, key).await;
+    let (first, first_url) = oauth_replica(&hydra, &upstream.url, audience, key, None).await;
+    let (second, second_url) = oauth_replica(&hydra, &upstream.url, audience, key, None).await;
     hydra
         .create_client("owner-agent", AGENT.1, "mcp:tools", &[audience])
         .await;
@@ -479,4 +481,105 @@ async fn oauth_another_identity_cannot_end_a_session_on_a_replica_that_never_hel
     assert_eq!(delete.status(), 204, "the owner may end its own session");
     first.shutdown().await;
     second.shutdown().await;
+}
+
+/// Issue 39, item 5: one identity cannot hold every session slot nor end another's session to
+/// make room. With `maxSessionsPerIdentity: 2`, a caller's third session ends its own least
+/// recently active idle one; another caller's session is untouched; with both of its sessions
+/// busy (open streams), the caller's next `initialize` is refused naming the field.
+#[tokio::test]
+async fn oauth_session_quota_per_identity_ends_only_the_callers_own_idle_session() {
+    let upstream = FaultUpstream::builder().start().await;
+    let hydra = Hydra::start().await;
+    let audience = "https://berth.test/quota/mcp";
+    let (proxy, url) = oauth_replica(
+        &hydra,
+        &upstream.url,
+        audience,
+        "a-session-key-for-the-quota-test",
+        Some(2),
+    )
+    .await;
+    hydra
+        .create_client("busy-agent", AGENT.1, "mcp:tools", &[audience])
+        .await;
+    hydra
+        .create_client("quiet-agent", READER.1, "mcp:tools", &[audience])
+        .await;
+    let busy = format!(
+        "Bearer {}",
+        hydra
+            .token("busy-agent", AGENT.1, "mcp:tools", audience)
+            .await
+    );
+    let quiet = format!(
+        "Bearer {}",
+        hydra
+            .token("quiet-agent", READER.1, "mcp:tools", audience)
+            .await
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}})
+    .to_string();
+    let open = |token: &str| {
+        let headers = [("authorization", token.to_owned())];
+        let (url, init) = (url.clone(), init.clone());
+        async move {
+            let headers = [(headers[0].0, headers[0].1.as_str())];
+            let reply = post_with(&url, None, &headers, &init).await;
+            let body = reply.last().clone();
+            (reply.status, reply.session, body)
+        }
+    };
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let (_, quiet_session, _) = open(&quiet).await;
+    let quiet_session = quiet_session.expect("the quiet caller's session");
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let (status, session, body) = open(&busy).await;
+        assert_eq!(status, 200, "{body}");
+        mine.push(session.expect("a session id"));
+    }
+    let as_busy = [("authorization", busy.as_str())];
+    let first = post_with(&url, Some(&mine[0]), &as_busy, &list).await;
+    assert_eq!(
+        first.status, 404,
+        "the caller's oldest idle session made room: {first:?}"
+    );
+    let as_quiet = [("authorization", quiet.as_str())];
+    let other = post_with(&url, Some(&quiet_session), &as_quiet, &list).await;
+    assert_eq!(
+        other.status, 200,
+        "another caller's session is untouched: {other:?}"
+    );
+
+    // Both remaining sessions busy: the next initialize is refused, naming the quota.
+    let mut streams = Vec::new();
+    for session in &mine[1..] {
+        let response = reqwest::Client::new()
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", session)
+            .header("authorization", &busy)
+            .send()
+            .await
+            .expect("GET stream");
+        assert_eq!(response.status(), 200);
+        streams.push(response);
+    }
+    let (status, _, body) = open(&busy).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(
+        body["error"]["data"]["limit"],
+        json!("maxSessionsPerIdentity"),
+        "{body}"
+    );
+    let (status, _, body) = open(&quiet).await;
+    assert_eq!(status, 200, "another caller still gets a session: {body}");
+    let metrics = scrape(&proxy).await;
+    let refused = r#"berth_proxy_session_limit_refusals_total{limit="maxSessionsPerIdentity"}"#;
+    assert_eq!(sample(&metrics, refused), 1.0, "{metrics}");
+    drop(streams);
+    proxy.shutdown().await;
 }

@@ -9,7 +9,10 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 use crate::duration::DurationString;
-use crate::proxy_config::{REPLAY_BUFFER_MIB_MAX, default_replay_buffer_mib};
+use crate::proxy_config::{
+    MAX_SHARED_SESSIONS_MAX, REPLAY_BUFFER_MIB_MAX, default_max_shared_sessions,
+    default_replay_buffer_mib,
+};
 use crate::proxy_config::{SessionSpec, SessionStrategy};
 use crate::transport::Transport;
 
@@ -46,6 +49,24 @@ pub struct SessionSettings {
     #[serde(default = "default_max_sessions")]
     #[schemars(with = "i32", range(min = 1, max = 1024))]
     pub max_sessions: u32,
+    /// Most client sessions kept at once with the `Shared` strategy. At the cap, a new
+    /// client's `initialize` ends the least recently active idle session (no request in
+    /// flight, no open stream) of its own caller, never another identity's; when its caller
+    /// has none, the `initialize` gets HTTP 503 with a JSON-RPC error naming this field. Each
+    /// session costs a few KiB plus what it keeps for replay. Range 1-65536. Default `4096`.
+    #[serde(default = "default_max_shared_sessions")]
+    #[schemars(with = "i32", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
+    pub max_shared_sessions: u32,
+    /// Most client sessions one authenticated caller (OAuth `sub` and client id) holds at once,
+    /// under either strategy. Past it, that caller's own least recently active idle session
+    /// ends to make room, else its `initialize` gets HTTP 503 with a JSON-RPC error naming this
+    /// field; other callers' sessions are never ended for it. Default: half of the strategy's
+    /// cap (`maxSessions` or `maxSharedSessions`), at least 1, so no caller can hold every
+    /// slot. Without `spec.proxy.auth.oauth` callers cannot be told apart and only the cap
+    /// applies. Range 1-65536. Example `8`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
+    pub max_sessions_per_identity: Option<u32>,
     /// Message text, in MiB, that all client sessions together keep so a client whose SSE
     /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
     /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
@@ -64,6 +85,8 @@ impl Default for SessionSettings {
             strategy: None,
             idle_timeout: default_idle_timeout(),
             max_sessions: default_max_sessions(),
+            max_shared_sessions: default_max_shared_sessions(),
+            max_sessions_per_identity: None,
             replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
@@ -85,6 +108,8 @@ impl SessionSettings {
             strategy: self.strategy_for(transport),
             idle_timeout: self.idle_timeout.clone(),
             max_sessions: self.max_sessions,
+            max_shared_sessions: self.max_shared_sessions,
+            max_sessions_per_identity: self.max_sessions_per_identity,
             replay_buffer_mib: self.replay_buffer_mib,
         }
     }

@@ -40,6 +40,23 @@ pub struct SessionSpec {
     #[serde(default = "default_max_sessions")]
     #[schemars(with = "i32", range(min = MAX_SESSIONS_MIN, max = MAX_SESSIONS_MAX))]
     pub max_sessions: u32,
+    /// Most client sessions kept at once with the `Shared` strategy (issue 39). At the cap, a
+    /// new client's `initialize` ends the least recently active idle session of its own caller
+    /// (an identity never ends another's); when it has none, the `initialize` gets HTTP 503 and
+    /// a JSON-RPC error naming this field. Range 1-65536. Default `4096`.
+    #[serde(default = "default_max_shared_sessions")]
+    #[schemars(with = "i32", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
+    pub max_shared_sessions: u32,
+    /// Most client sessions one authenticated identity (OAuth `sub` and client id) holds at
+    /// once, under either strategy (issue 39). Past it, that identity's least recently active
+    /// idle session ends to make room, else its `initialize` gets HTTP 503 and a JSON-RPC error
+    /// naming this field; other identities' sessions are never touched. Unset (default): half
+    /// the strategy's cap (`maxSessions` or `maxSharedSessions`), at least 1, so one identity
+    /// cannot hold every slot. Without `downstreamAuth.oauth` callers cannot be told apart and
+    /// only the cap applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<i32>", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
+    pub max_sessions_per_identity: Option<u32>,
     /// Message text, in MiB, that all client sessions together keep so a client whose SSE
     /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
     /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
@@ -57,12 +74,31 @@ impl Default for SessionSpec {
             strategy: SessionStrategy::default(),
             idle_timeout: default_idle_timeout(),
             max_sessions: default_max_sessions(),
+            max_shared_sessions: default_max_shared_sessions(),
+            max_sessions_per_identity: None,
             replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
 }
 
 impl SessionSpec {
+    /// The session cap of the strategy in force: `maxSessions` (`PerClient`) or
+    /// `maxSharedSessions` (`Shared`).
+    pub fn cap(&self) -> u32 {
+        match self.strategy {
+            SessionStrategy::Shared => self.max_shared_sessions,
+            SessionStrategy::PerClient => self.max_sessions,
+        }
+    }
+
+    /// The sessions one authenticated identity may hold: `maxSessionsPerIdentity`, else half
+    /// of [`Self::cap`] (at least 1); never more than the cap.
+    pub fn per_identity(&self) -> u32 {
+        self.max_sessions_per_identity
+            .unwrap_or(self.cap() / 2)
+            .clamp(1, self.cap().max(1))
+    }
+
     /// The replay buffer of all sessions together, in bytes.
     pub fn replay_buffer_bytes(&self) -> usize {
         (self.replay_buffer_mib as usize) << 20
@@ -90,6 +126,14 @@ pub enum SessionStrategy {
 fn default_max_sessions() -> u32 {
     16
 }
+
+/// Default `session.maxSharedSessions`.
+pub fn default_max_shared_sessions() -> u32 {
+    4096
+}
+
+/// Largest `session.maxSharedSessions` and `session.maxSessionsPerIdentity`.
+pub const MAX_SHARED_SESSIONS_MAX: u64 = 65536;
 
 /// Default `session.replayBufferMiB`.
 pub fn default_replay_buffer_mib() -> u32 {

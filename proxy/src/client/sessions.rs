@@ -230,6 +230,29 @@ impl Sessions {
             .map(|s| s.id.clone())
     }
 
+    /// How many sessions `owner` (an owner digest; `None`: sessions opened without OAuth) holds,
+    /// and the least recently active idle one of them (as in
+    /// [`Self::least_recently_active_idle`]), in one pass over the table.
+    pub fn owned_by(&self, owner: Option<&str>) -> (usize, Option<String>) {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let mut held = 0;
+        let mut idle: Option<(Instant, &Arc<DownstreamSession>)> = None;
+        for session in map
+            .values()
+            .filter(|s| s.owner.get().map(String::as_str) == owner)
+        {
+            held += 1;
+            if !session.is_idle() {
+                continue;
+            }
+            let seen = *session.last_seen.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.is_none_or(|(oldest, _)| seen < oldest) {
+                idle = Some((seen, session));
+            }
+        }
+        (held, idle.map(|(_, s)| s.id.clone()))
+    }
+
     /// Ids of every session idle for longer than the idle timeout (the caller ends them).
     pub fn expired_ids(&self) -> Vec<String> {
         let now = Instant::now();

@@ -14,6 +14,7 @@ mod client_response;
 mod origin;
 mod refusal;
 mod session;
+mod session_cap;
 mod state;
 
 pub(crate) mod era;

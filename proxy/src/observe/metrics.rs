@@ -107,10 +107,15 @@ pub struct Metrics {
     /// `berth_proxy_downstream_sessions_adopted_total`: client sessions issued by another
     /// replica (signed id) and served here (field case BR-35).
     pub downstream_sessions_adopted: IntCounter,
-    /// `berth_proxy_downstream_sessions_evicted_total`: `PerClient` client sessions ended to make
-    /// room for a new one at `session.maxSessions`: the least recently active of those with no
-    /// request in flight and no open stream (issue 13).
+    /// `berth_proxy_downstream_sessions_evicted_total`: client sessions ended to make room for a
+    /// new one of the same caller at `session.maxSessions`, `session.maxSharedSessions` or
+    /// `session.maxSessionsPerIdentity`: the caller's least recently active session with no
+    /// request in flight and no open stream (issues 13, 39).
     pub downstream_sessions_evicted: IntCounter,
+    /// `berth_proxy_session_limit_refusals_total{limit}`: `initialize`s (and `PerClient` modern
+    /// requests) refused at a session limit: `maxSessions`, `maxSharedSessions` or
+    /// `maxSessionsPerIdentity` (issue 39, item 5).
+    pub session_limit_refusals: IntCounterVec,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,
     /// `berth_proxy_standalone_streams_total{result}`: client GET streams opened, `opened` when
@@ -289,7 +294,15 @@ impl Metrics {
         .expect("valid metric");
         let downstream_sessions_evicted = IntCounter::new(
             "berth_proxy_downstream_sessions_evicted_total",
-            "PerClient downstream sessions ended to make room for a new one at session.maxSessions",
+            "downstream sessions ended to make room for a new one of the same caller at a session cap or quota",
+        )
+        .expect("valid metric");
+        let session_limit_refusals = IntCounterVec::new(
+            Opts::new(
+                "berth_proxy_session_limit_refusals_total",
+                "new client sessions refused at a session limit, by the limit's spec field",
+            ),
+            &["limit"],
         )
         .expect("valid metric");
         let invalid_messages = IntCounterVec::new(
@@ -346,6 +359,7 @@ impl Metrics {
             Box::new(downstream_sessions_expired.clone()),
             Box::new(downstream_sessions_adopted.clone()),
             Box::new(downstream_sessions_evicted.clone()),
+            Box::new(session_limit_refusals.clone()),
             Box::new(invalid_messages.clone()),
             Box::new(standalone_streams.clone()),
             Box::new(stream_resumptions.clone()),
@@ -409,6 +423,7 @@ impl Metrics {
             downstream_sessions_expired,
             downstream_sessions_adopted,
             downstream_sessions_evicted,
+            session_limit_refusals,
             invalid_messages,
             standalone_streams,
             stream_resumptions,

@@ -10,6 +10,7 @@ use berth_crds::SessionStrategy;
 use serde_json::{Value, json};
 
 use super::refusal::refused;
+use super::session_cap::{self, SessionLimit};
 use crate::client::per_client::Dedicated;
 use crate::front::mcp::state::Front;
 use crate::transport::upstream::Unavailable;
@@ -56,18 +57,23 @@ pub async fn handle(
         .unwrap_or_else(|| json!({}));
     let started = std::time::Instant::now();
     let (upstream, dedicated) = match proxy.strategy {
-        SessionStrategy::Shared => match proxy
-            .engine
-            .upstream
-            .try_session(proxy.engine.connect_budget)
-            .await
-        {
-            Ok(upstream) => (upstream, None),
-            Err(why) => return unavailable(id, why == Unavailable::TimedOut),
-        },
+        SessionStrategy::Shared => {
+            if let Err(limit) = session_cap::make_room(proxy, caller) {
+                return session_cap::refused(proxy, id, limit);
+            }
+            match proxy
+                .engine
+                .upstream
+                .try_session(proxy.engine.connect_budget)
+                .await
+            {
+                Ok(upstream) => (upstream, None),
+                Err(why) => return unavailable(id, why == Unavailable::TimedOut),
+            }
+        }
         SessionStrategy::PerClient => {
-            if !make_room(proxy) {
-                return session_limit(proxy, id);
+            if let Err(limit) = session_cap::make_room(proxy, caller) {
+                return session_cap::refused(proxy, id, limit);
             }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
             match Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget).await
@@ -91,7 +97,7 @@ pub async fn handle(
                     tracing::warn!(error = %crate::transport::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
                     if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                         // A stdio host at its --max-children: a limit, like maxSessions.
-                        return session_limit(proxy, id);
+                        return session_cap::refused(proxy, id, SessionLimit::MaxSessions);
                     }
                     return unavailable(id, started.elapsed() >= proxy.engine.connect_budget);
                 }
@@ -159,33 +165,14 @@ fn negotiate<'a>(requested: Option<&'a str>, upstream: &'a str) -> &'a str {
     }
 }
 
-/// Whether a `PerClient` session may be opened: below `session.maxSessions` (request-scoped
-/// modern sessions counted), or at it once the least recently active idle session was ended
-/// to make room (counted in `berth_proxy_downstream_sessions_evicted_total`). Most clients
-/// never DELETE their session; without this, a cap reached by abandoned sessions refused every
-/// new client for the whole idle timeout (issue 13). `false`: every session is busy.
-pub(super) fn make_room(proxy: &Front) -> bool {
-    while proxy.engine.sessions.len() + proxy.engine.sessions.request_scoped_len()
-        >= proxy.max_sessions
-    {
-        let Some(id) = proxy.engine.sessions.least_recently_active_idle() else {
-            return false;
-        };
-        if proxy.engine.end_session(&id) {
-            proxy.engine.metrics.downstream_sessions_evicted.inc();
-            tracing::info!(
-                mcp.session_id = %id,
-                max_sessions = proxy.max_sessions,
-                "ended the least recently active idle client session to make room at session.maxSessions"
-            );
-        }
-    }
-    true
-}
-
-/// `initialize` refused because the session limit is reached (`session.maxSessions`, or a stdio
-/// host at its `--max-children`): 503, -32014, outcome `rejected`.
-pub(super) fn session_limit(proxy: &Front, id: &Value) -> Answer {
+/// A new session refused at a session limit (`message` names its field): 503, -32014, outcome
+/// `rejected`, `data` with the outcome added.
+pub(super) fn session_limit_answer(
+    proxy: &Front,
+    id: &Value,
+    message: &str,
+    mut data: Value,
+) -> Answer {
     proxy.engine.metrics.record(
         "initialize",
         None,
@@ -193,12 +180,13 @@ pub(super) fn session_limit(proxy: &Front, id: &Value) -> Answer {
         Duration::ZERO,
         crate::observe::metrics::Era::Legacy,
     );
+    data["outcome"] = json!(Outcome::Rejected.as_label());
     Answer::error_with_data(
         StatusCode::SERVICE_UNAVAILABLE,
         id,
         jsonrpc::SESSION_LIMIT,
-        "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
-        json!({ "outcome": Outcome::Rejected.as_label(), "maxSessions": proxy.max_sessions }),
+        message,
+        data,
     )
 }
 

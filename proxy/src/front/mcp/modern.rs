@@ -190,7 +190,7 @@ async fn serve(
                 .sessions
                 .request_scoped(version, capabilities, None)
         }
-        SessionStrategy::PerClient => match dedicated(proxy, &id, &meta).await {
+        SessionStrategy::PerClient => match dedicated(proxy, &id, &meta, caller.as_deref()).await {
             Ok(dedicated) => {
                 proxy
                     .engine
@@ -233,9 +233,15 @@ async fn serve(
 /// The `PerClient` upstream session for one modern request, opened with the client's
 /// capabilities and `clientInfo` (the revision is the proxy's: the upstream is legacy), capped
 /// with the other client sessions by `session.maxSessions`.
-async fn dedicated(proxy: &Front, id: &Value, meta: &Value) -> Result<Dedicated, Answer> {
-    if !super::initialize::make_room(proxy) {
-        return Err(super::initialize::session_limit(proxy, id));
+async fn dedicated(
+    proxy: &Front,
+    id: &Value,
+    meta: &Value,
+    caller: Option<&Principal>,
+) -> Result<Dedicated, Answer> {
+    use super::session_cap::{self, SessionLimit};
+    if let Err(limit) = session_cap::make_room(proxy, caller) {
+        return Err(session_cap::refused(proxy, id, limit));
     }
     let object = |key| meta.get(key).filter(|v| v.is_object()).cloned();
     let params = json!({
@@ -249,7 +255,7 @@ async fn dedicated(proxy: &Front, id: &Value, meta: &Value) -> Result<Dedicated,
         .map_err(|error| {
             tracing::warn!(error = %crate::transport::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
             if let crate::transport::upstream::UpstreamError::Refused(_) = error {
-                return super::initialize::session_limit(proxy, id);
+                return session_cap::refused(proxy, id, SessionLimit::MaxSessions);
             }
             super::initialize::unavailable(id, false)
         })

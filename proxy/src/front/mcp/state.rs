@@ -24,8 +24,12 @@ pub struct Front {
     pub shutdown: CancellationToken,
     /// `session.strategy`.
     pub strategy: SessionStrategy,
-    /// `session.maxSessions` (`PerClient`).
-    pub max_sessions: usize,
+    /// The session cap of the strategy: `session.maxSessions` (`PerClient`) or
+    /// `session.maxSharedSessions` (`Shared`).
+    pub session_cap: usize,
+    /// `session.maxSessionsPerIdentity` (or its default, half the cap): the sessions one
+    /// authenticated caller may hold.
+    pub sessions_per_identity: usize,
     /// The upstream endpoint (HTTP, or stdio children), for `PerClient` sessions.
     pub endpoint: Endpoint,
     /// `downstreamAuth`: the static token or the OAuth resource server clients must satisfy;

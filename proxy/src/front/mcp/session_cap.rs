@@ -1,0 +1,117 @@
+//! Room for a new client session under the session caps (issue 39, item 5; issue 13): the
+//! strategy's cap (`session.maxSessions` for `PerClient`, `session.maxSharedSessions` for
+//! `Shared`) and the per-identity quota (`session.maxSessionsPerIdentity`).
+//!
+//! Room is made only from the caller's own sessions: the least recently active idle one (no
+//! request in flight, no open stream) is ended, so an identity never ends another's session
+//! to make room for itself, and never holds more than its quota. Without OAuth every caller is
+//! the same anonymous one and only the cap applies.
+//!
+//! Not responsible for: opening the session (`initialize`, `modern`) or ending idle sessions
+//! on expiry (`server::tasks`).
+
+use serde_json::{Value, json};
+
+use crate::access::auth::Principal;
+use crate::front::mcp::state::Front;
+use crate::wire::answer::Answer;
+
+/// Which limit a new session would break: each names its spec field and is the `limit` label
+/// of `berth_proxy_session_limit_refusals_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionLimit {
+    /// `session.maxSessions` (`PerClient`), or a stdio host's `--max-children`.
+    MaxSessions,
+    /// `session.maxSharedSessions` (`Shared`).
+    MaxSharedSessions,
+    /// `session.maxSessionsPerIdentity`.
+    PerIdentity,
+}
+
+impl SessionLimit {
+    /// The spec field, also the metric label.
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::MaxSessions => "maxSessions",
+            Self::MaxSharedSessions => "maxSharedSessions",
+            Self::PerIdentity => "maxSessionsPerIdentity",
+        }
+    }
+
+    fn cap_of(proxy: &Front) -> Self {
+        match proxy.strategy {
+            berth_crds::SessionStrategy::Shared => Self::MaxSharedSessions,
+            berth_crds::SessionStrategy::PerClient => Self::MaxSessions,
+        }
+    }
+}
+
+/// Makes room for one more session of `caller`: while the caller is at its quota, or the
+/// sessions are at the cap, ends the caller's own least recently active idle session (counted
+/// in `berth_proxy_downstream_sessions_evicted_total`).
+///
+/// # Errors
+/// The [`SessionLimit`] reached when every session of the caller is busy (or it has none).
+pub fn make_room(proxy: &Front, caller: Option<&Principal>) -> Result<(), SessionLimit> {
+    let owner = caller.map(Principal::owner_digest);
+    let sessions = &proxy.engine.sessions;
+    let held_by_all = || {
+        let scoped = match proxy.strategy {
+            berth_crds::SessionStrategy::PerClient => sessions.request_scoped_len(),
+            berth_crds::SessionStrategy::Shared => 0,
+        };
+        sessions.len() + scoped
+    };
+    loop {
+        let (held, idle) = sessions.owned_by(owner.as_deref());
+        let limit = if owner.is_some() && held >= proxy.sessions_per_identity {
+            SessionLimit::PerIdentity
+        } else if held_by_all() >= proxy.session_cap {
+            SessionLimit::cap_of(proxy)
+        } else {
+            return Ok(());
+        };
+        let Some(id) = idle else {
+            return Err(limit);
+        };
+        if proxy.engine.end_session(&id) {
+            proxy.engine.metrics.downstream_sessions_evicted.inc();
+            tracing::info!(
+                mcp.session_id = %id,
+                limit = limit.field(),
+                "ended the caller's least recently active idle session to make room"
+            );
+        }
+    }
+}
+
+/// A new session refused at `limit`: 503, -32014, outcome `rejected`, the field named in the
+/// message and in `data.limit`; counted in `berth_proxy_session_limit_refusals_total{limit}`.
+pub fn refused(proxy: &Front, id: &Value, limit: SessionLimit) -> Answer {
+    proxy
+        .engine
+        .metrics
+        .session_limit_refusals
+        .with_label_values(&[limit.field()])
+        .inc();
+    let (value, message) = match limit {
+        SessionLimit::PerIdentity => (
+            proxy.sessions_per_identity,
+            "this caller holds its maximum number of client sessions (session.maxSessionsPerIdentity) and every one of them is busy; end one (DELETE) or retry later",
+        ),
+        SessionLimit::MaxSharedSessions => (
+            proxy.session_cap,
+            "the proxy keeps its maximum number of client sessions (session.maxSharedSessions) and this caller has none idle to end; retry later",
+        ),
+        SessionLimit::MaxSessions => (
+            proxy.session_cap,
+            "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
+        ),
+    };
+    super::initialize::session_limit_answer(
+        proxy,
+        id,
+        message,
+        json!({ "limit": limit.field(), "value": value }),
+    )
+}

@@ -30,7 +30,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-use self::caps::Caps;
+use self::caps::{Admission, Caps};
 use self::deadlines::{Activity, Deadlines};
 use self::service::ConnectionService;
 use crate::front::mcp::linger;
@@ -125,23 +125,24 @@ pub fn serve(
     shutdown: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Listener {
-            socket,
-            port,
-            router,
-            limits,
-        } = listener;
-        let open = metrics.open.with_label_values(&[port.as_label()]);
+        let open = metrics.open.with_label_values(&[listener.port.as_label()]);
+        let limits = listener.limits;
         let caps = Caps::new(
             limits.max_connections,
             limits.max_connections_per_source,
             open,
         );
-        let http = http1_builder(&limits);
-        let graceful = GracefulShutdown::new();
+        let server = Server {
+            http: http1_builder(&limits),
+            graceful: GracefulShutdown::new(),
+            router: listener.router,
+            limits,
+            port: listener.port,
+            metrics,
+        };
         loop {
             let accepted = tokio::select! {
-                accepted = socket.accept() => accepted,
+                accepted = listener.socket.accept() => accepted,
                 () = shutdown.cancelled() => break,
             };
             let (stream, peer) = match accepted {
@@ -151,44 +152,63 @@ pub fn serve(
                     continue;
                 }
             };
-            let admission = match caps.admit(peer.ip()) {
-                Ok(admission) => admission,
+            match caps.admit(peer.ip()) {
+                Ok(admission) => server.spawn(stream, admission),
                 Err(reason) => {
-                    metrics.count_refusal(port, reason);
+                    server.metrics.count_refusal(server.port, reason);
                     refuse(stream);
-                    continue;
                 }
-            };
-            let connection = linger::accept(stream);
-            let activity = Activity::new(limits.header_read_timeout, limits.idle_timeout);
-            let service = ConnectionService {
-                router: router.clone(),
-                linger: connection.linger(),
-                activity: activity.clone(),
-                body_timeout: limits.request_body_timeout,
-                port,
-                metrics: metrics.clone(),
-            };
-            let io = TokioIo::new(Deadlines::new(connection, activity, port, metrics.clone()));
-            let served = graceful.watch(http.serve_connection(io, service));
-            let metrics = metrics.clone();
-            tokio::spawn(async move {
-                if let Err(error) = served.await {
-                    // hyper answered 431 before it ended the connection.
-                    if error.is_parse_too_large() {
-                        metrics
-                            .oversized_headers
-                            .with_label_values(&[port.as_label()])
-                            .inc();
-                    }
-                    tracing::debug!(%error, "connection ended with an error");
-                }
-                drop(admission);
-            });
+            }
         }
-        drop(socket);
-        graceful.shutdown().await;
+        drop(listener.socket);
+        server.graceful.shutdown().await;
     })
+}
+
+/// What every connection of one listener is served with.
+struct Server {
+    http: http1::Builder,
+    graceful: GracefulShutdown,
+    router: axum::Router,
+    limits: ListenerLimits,
+    port: Port,
+    metrics: ConnectionMetrics,
+}
+
+impl Server {
+    /// Serves an admitted connection in a task of its own, watched by the graceful shutdown;
+    /// its place under the caps is given back when it ends.
+    fn spawn(&self, stream: TcpStream, admission: Admission) {
+        let connection = linger::accept(stream);
+        let limits = &self.limits;
+        let activity = Activity::new(limits.header_read_timeout, limits.idle_timeout);
+        let service = ConnectionService {
+            router: self.router.clone(),
+            linger: connection.linger(),
+            activity: activity.clone(),
+            body_timeout: limits.request_body_timeout,
+            port: self.port,
+            metrics: self.metrics.clone(),
+        };
+        let io = Deadlines::new(connection, activity, self.port, self.metrics.clone());
+        let served = self
+            .graceful
+            .watch(self.http.serve_connection(TokioIo::new(io), service));
+        let (port, metrics) = (self.port, self.metrics.clone());
+        tokio::spawn(async move {
+            if let Err(error) = served.await {
+                // hyper answered 431 before it ended the connection.
+                if error.is_parse_too_large() {
+                    metrics
+                        .oversized_headers
+                        .with_label_values(&[port.as_label()])
+                        .inc();
+                }
+                tracing::debug!(%error, "connection ended with an error");
+            }
+            drop(admission);
+        });
+    }
 }
 
 /// hyper's HTTP/1 server with keep-alive and the header size limit. Its own header read

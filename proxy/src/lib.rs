@@ -55,13 +55,14 @@
 //!    steps share). They use layers 1-5; `engine::fanout` uses `engine::server_request`,
 //!    `engine::forward` both.
 //! 7. The fronts, `front/`: [`front::mcp`] (Streamable HTTP on `/mcp`, `front::mcp::modern` for
-//!    MCP 2026-07-28, `front::mcp::linger` the listener; its state, [`front::mcp::Front`], is the
+//!    MCP 2026-07-28, `front::mcp::linger` an accepted connection; its state, [`front::mcp::Front`], is the
 //!    [`Engine`] and the front's own settings: client auth, `Origin` rules, session strategy and
 //!    limit; uses layers 1-6) and [`front::admin`]
 //!    (`/metrics`, `/healthz`, `/readyz`; handed only the upstream, the metrics and the drain
 //!    flag, [`front::admin::Admin`]).
 //! 8. Start-up wiring, at the root: [`server`] (builds the [`Engine`] and the fronts from the config,
-//!    serves them, shuts down in order) and [`lint`] (checks a config against a live upstream, for the
+//!    serves them through `server::connections`, the listeners' caps and read deadlines, shuts
+//!    down in order) and [`lint`] (checks a config against a live upstream, for the
 //!    CLI; uses only `transport::upstream`).
 
 /// Layer 1, the wire format: JSON-RPC messages, MCP headers, answers, outcomes, MCP revisions,

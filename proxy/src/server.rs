@@ -27,11 +27,14 @@ use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
 };
 
+pub mod connections;
 mod tasks;
 
 pub use crate::engine::state::Engine;
 use crate::front::mcp::Front;
 pub use crate::front::mcp::linger::{self, LingerOnClose};
+use crate::observe::metrics::connections::Port;
+use connections::{Listener, ListenerLimits};
 
 /// A proxy that cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -234,13 +237,22 @@ pub async fn start_on(
         metrics: Arc::clone(&engine.metrics),
         draining: Arc::clone(&draining),
     };
+    let listeners = [
+        Listener {
+            socket: mcp,
+            port: Port::Mcp,
+            router: crate::front::mcp::router(Arc::clone(&front)),
+            limits: ListenerLimits::mcp(&config.limits)?,
+        },
+        Listener {
+            socket: admin,
+            port: Port::Admin,
+            router: crate::front::admin::router(admin_state),
+            limits: ListenerLimits::admin(&config.limits)?,
+        },
+    ];
     let mut tasks = vec![
-        serve_fronts(
-            (mcp, crate::front::mcp::router(Arc::clone(&front))),
-            (admin, crate::front::admin::router(admin_state)),
-            &shutdown,
-            upstream_stop.clone(),
-        ),
+        serve_fronts(listeners, &engine.metrics, &shutdown, upstream_stop.clone()),
         // Ends once the upstream session is closed (after `upstream_stop`, within 2 s).
         supervisor,
     ];
@@ -421,42 +433,22 @@ fn local_addr(listener: &TcpListener, configured: &str) -> Result<SocketAddr, St
     })
 }
 
-/// Serves the MCP front and the admin front until `shutdown`; once both have ended (every
-/// in-flight request answered), fires `upstream_stop` for everything behind them.
+/// Serves the MCP front and the admin front until `shutdown` ([`connections::serve`]); once
+/// both have ended (every in-flight request answered), fires `upstream_stop` for everything
+/// behind them.
 fn serve_fronts(
-    mcp: (TcpListener, axum::Router),
-    admin: (TcpListener, axum::Router),
+    listeners: [Listener; 2],
+    metrics: &Metrics,
     shutdown: &CancellationToken,
     upstream_stop: CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
-    let servers = [
-        serve(mcp.0, mcp.1, shutdown.clone()),
-        serve(admin.0, admin.1, shutdown.clone()),
-    ];
+    let servers = listeners.map(|listener| {
+        connections::serve(listener, metrics.connections.clone(), shutdown.clone())
+    });
     tokio::spawn(async move {
         for server in servers {
             let _ = server.await;
         }
         upstream_stop.cancel();
-    })
-}
-
-/// Serves `router` on `listener` until `shutdown`, through [`linger::Listener`]: `TCP_NODELAY`
-/// on every accepted connection (issue 12, item 0), and a lingering close where a handler asked
-/// for one through the request's `ConnectInfo<LingerOnClose>` (issue 12, item 7).
-fn serve(
-    listener: TcpListener,
-    router: axum::Router,
-    shutdown: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let listener = linger::Listener::new(listener);
-    let service = router.into_make_service_with_connect_info::<LingerOnClose>();
-    tokio::spawn(async move {
-        let served = axum::serve(listener, service)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
-        if let Err(error) = served {
-            tracing::error!(%error, "server failed");
-        }
     })
 }

@@ -40,38 +40,44 @@ pub struct LimitsSpec {
     #[serde(default = "default_max_reply_bytes")]
     #[schemars(with = "i32", range(min = 1024, max = 268_435_456))]
     pub max_reply_bytes: u32,
-    /// Most bytes of request line and headers a client may send on one request; more closes
-    /// the connection with HTTP 431. Default `32768` (32 KiB); 8192 to 1048576 (1 MiB).
+    /// Most bytes of request line and headers a client may send on one request, on the MCP and
+    /// the admin port; more is answered HTTP 431 and the connection closed, and no more than
+    /// this is buffered while the headers arrive. Default `32768` (32 KiB); 8192 to 1048576
+    /// (1 MiB).
     #[serde(default = "default_max_header_bytes")]
     #[schemars(with = "i32", range(min = 8192, max = 1_048_576))]
     pub max_header_bytes: u32,
-    /// How long a client may take to send a request's headers once a connection is open or a
-    /// keep-alive connection starts its next request, e.g. `10s`; then the connection is
-    /// closed. Default `10s`, more than 0s and at most 5m.
+    /// How long a client may take to send a request's headers once a connection is open, or
+    /// once the first byte of a keep-alive connection's next request arrived, e.g. `10s`; then
+    /// the connection is closed without an answer. Both ports. Default `10s`, more than 0s and
+    /// at most 5m.
     #[serde(default = "default_header_read_timeout")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('5m')", "message": "spec.proxy.limits.headerReadTimeout must be more than 0s and at most 5m"}]))]
     pub header_read_timeout: DurationString,
     /// How long a client may take to send a request's whole body once its headers arrived,
-    /// e.g. `30s`; then the request is refused (HTTP 408) and the connection closed. Default
-    /// `30s`, more than 0s and at most 1h.
+    /// e.g. `30s`: a deadline for the whole body, not for each read. When the proxy has not
+    /// read the whole body by then, the request is refused (HTTP 408) and the connection
+    /// closed. Both ports. Default `30s`, more than 0s and at most 1h.
     #[serde(default = "default_request_body_timeout")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('1h')", "message": "spec.proxy.limits.requestBodyTimeout must be more than 0s and at most 1h"}]))]
     pub request_body_timeout: DurationString,
-    /// How long a keep-alive connection with no request in flight stays open, e.g. `60s`.
-    /// Connections that carry an open stream (a GET stream, an SSE reply) are not idle.
-    /// Default `60s`, more than 0s and at most 1h.
+    /// How long a keep-alive connection with no request in flight stays open, e.g. `60s`;
+    /// then it is closed. A request waiting for its answer (a long `tools/call`) or an open
+    /// stream (a GET stream, an SSE reply) is in flight, never idle. Both ports. Default
+    /// `60s`, more than 0s and at most 1h.
     #[serde(default = "default_idle_timeout")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) > duration('0s') && duration(self) <= duration('1h')", "message": "spec.proxy.limits.idleTimeout must be more than 0s and at most 1h"}]))]
     pub idle_timeout: DurationString,
-    /// Most client connections open at once on the MCP port; a connection past it is closed as
-    /// soon as it is accepted. The admin port has a cap of its own (64). Default `1024`; 1 to
-    /// 65536.
+    /// Most client connections open at once on the MCP port; a connection past it is answered
+    /// HTTP 503 and closed as soon as it is accepted, before its request is read. The admin
+    /// port has a cap of its own (64). Default `1024`; 1 to 65536.
     #[serde(default = "default_max_connections")]
     #[schemars(with = "i32", range(min = 1, max = 65536))]
     pub max_connections: u32,
-    /// Most connections open at once from one source IP address on the MCP port. Behind an
-    /// ingress or a mesh every client shares the ingress's address: raise it to
-    /// `maxConnections` there. Default `256`; 1 to 65536, at most `maxConnections`.
+    /// Most connections open at once from one source IP address on the MCP port; a connection
+    /// past it is refused as past `maxConnections`. Behind an ingress or a mesh every client
+    /// shares the ingress's address: raise it to `maxConnections` there. The admin port has a
+    /// cap of its own (32). Default `256`; 1 to 65536, at most `maxConnections`.
     #[serde(default = "default_max_connections_per_source")]
     #[schemars(with = "i32", range(min = 1, max = 65536))]
     pub max_connections_per_source: u32,

@@ -5,6 +5,7 @@
 //! method set (otherwise `other`). Never a session id, request id, URL or error text.
 
 pub mod auth;
+pub mod connections;
 pub mod stdio;
 
 use std::collections::HashSet;
@@ -131,6 +132,8 @@ pub struct Metrics {
     pub stdio: stdio::StdioMetrics,
     /// The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`).
     pub auth: auth::AuthMetrics,
+    /// The listeners' connection caps and read deadlines (issue 39).
+    pub connections: connections::ConnectionMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -397,9 +400,11 @@ impl Metrics {
         }
         let stdio = stdio::StdioMetrics::register(&registry);
         let auth = auth::AuthMetrics::register(&registry);
+        let connections = connections::ConnectionMetrics::register(&registry);
         Self {
             stdio,
             auth,
+            connections,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

@@ -1,4 +1,4 @@
-//! The listener both servers (the front and the admin port, started by `server`) accept on:
+//! The connections both servers (the front and the admin port, served by `server`) accept:
 //! `TCP_NODELAY` on every connection, and a lingering close for connections on which the front
 //! answered before reading the whole request body.
 //!
@@ -14,17 +14,14 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::IncomingStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 /// The longest a lingering close reads and discards the client's bytes before the socket is
@@ -52,43 +49,18 @@ impl LingerOnClose {
     }
 }
 
-/// A TCP listener whose connections set `TCP_NODELAY` and can linger on close.
-pub struct Listener(TcpListener);
-
-impl Listener {
-    /// Wraps a bound listener.
-    pub fn new(listener: TcpListener) -> Self {
-        Self(listener)
+/// One accepted connection: `TCP_NODELAY` set, and a lingering close when one is requested
+/// through its [`LingerOnClose`].
+pub fn accept(stream: TcpStream) -> Connection {
+    // Without it a response head and its first SSE event, written separately, wait for the
+    // client's delayed ACK: about 40 ms per call for common clients (issue 12, item 0).
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "failed to set TCP_NODELAY on an accepted connection");
     }
-}
-
-impl axum::serve::Listener for Listener {
-    type Io = Connection;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Connection, SocketAddr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.0).await;
-        // Without it a response head and its first SSE event, written separately, wait for the
-        // client's delayed ACK: about 40 ms per call for common clients (issue 12, item 0).
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!(%error, "failed to set TCP_NODELAY on an accepted connection");
-        }
-        let connection = Connection {
-            stream,
-            linger: LingerOnClose::default(),
-            closing: Closing::Open,
-        };
-        (connection, addr)
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
-    }
-}
-
-impl Connected<IncomingStream<'_, Listener>> for LingerOnClose {
-    fn connect_info(stream: IncomingStream<'_, Listener>) -> Self {
-        stream.io().linger.clone()
+    Connection {
+        stream,
+        linger: LingerOnClose::default(),
+        closing: Closing::Open,
     }
 }
 
@@ -107,6 +79,13 @@ enum Closing {
     Lingering(Pin<Box<Sleep>>),
     /// Over: the socket may be closed.
     Done,
+}
+
+impl Connection {
+    /// The connection's lingering close, to hand to its requests as `ConnectInfo`.
+    pub fn linger(&self) -> LingerOnClose {
+        self.linger.clone()
+    }
 }
 
 impl AsyncRead for Connection {

@@ -52,6 +52,9 @@ pub const REASON_PROXY_REPORT_FAILED: &str = "ProxyReportFailed";
 pub const REASON_APPLY_FORBIDDEN: &str = "ApplyForbidden";
 /// `Ready=False`, `Degraded=True`: the API server refused to apply a child for another reason.
 pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
+/// `Ready=False`, `Degraded=True`: a child's name is taken by an object this McpUpstream does
+/// not own; the message names its kind and name (issue 40). Nothing was written.
+pub const REASON_NAME_CONFLICT: &str = "NameConflict";
 /// `Progressing=True`: the Deployment's rollout is under way.
 pub const REASON_ROLLING_OUT: &str = "RollingOut";
 /// `Progressing=False`: the latest pod template is rolled out.
@@ -85,7 +88,8 @@ pub const REASON_UPSTREAM_CRASH_LOOPING: &str = "UpstreamCrashLooping";
 
 /// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
 /// new Event.
-pub const WARNING_REASONS: [&str; 10] = [
+pub const WARNING_REASONS: [&str; 11] = [
+    REASON_NAME_CONFLICT,
     REASON_UPSTREAM_CRASH_LOOPING,
     REASON_INVALID_SPEC,
     REASON_DEPLOYMENT_UNAVAILABLE,
@@ -213,6 +217,18 @@ pub fn apply_failed(forbidden: bool, message: &str) -> Vec<Verdict> {
         REASON_APPLY_FAILED
     };
     failed(reason, message)
+}
+
+/// `Ready`, `Progressing` and `Degraded` when the child `kind`/`name` exists and is not owned by
+/// this McpUpstream: reason [`REASON_NAME_CONFLICT`], a message naming the object and what to do.
+pub fn name_conflict(kind: &str, name: &str) -> Vec<Verdict> {
+    failed(
+        REASON_NAME_CONFLICT,
+        &format!(
+            "{kind} {name} exists and is not owned by this McpUpstream; \
+             rename the McpUpstream or remove the {kind}"
+        ),
+    )
 }
 
 fn failed(reason: &'static str, message: &str) -> Vec<Verdict> {

@@ -24,7 +24,7 @@ pub use crate::status::events::EVENT_ACTION;
 
 use crate::FIELD_MANAGER;
 use crate::apply::{Applied, apply};
-use crate::build::build;
+use crate::build::{build, pod_disruption_budget};
 use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK, WRITE_EVENT};
 use crate::report;
 use crate::settings::Settings;
@@ -228,7 +228,10 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         upstream.spec.proxy.port,
     );
     let report = report::read(&ctx.client, &ctx.http, upstream).await?;
-    let verdicts = conditions::observed(&deployment, &report);
+    let mut verdicts = conditions::observed(&deployment, &report);
+    if let Some(message) = pod_disruption_budget::blocks_drain(&upstream.spec) {
+        conditions::flag_blocked_drain(&mut verdicts, message);
+    }
     let unverified = verdicts.iter().any(|v| {
         v.type_ == CONDITION_READY
             && [REASON_PROXY_REPORT_TIMEOUT, REASON_PROXY_REPORT_FAILED].contains(&v.reason)

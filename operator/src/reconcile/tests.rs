@@ -339,6 +339,7 @@ async fn reconcile_optional_children_are_applied_once_then_steady() {
     let ctx = context(&fake);
     let mut upstream = (*everything(None)).clone();
     upstream.spec.network_policy.enabled = true;
+    upstream.spec.replicas = 2;
     upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
         min_available: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
         max_unavailable: None,
@@ -501,4 +502,37 @@ async fn reconcile_foreign_unwanted_network_policy_is_left_alone() {
         "{:?}",
         fake.writes()
     );
+}
+
+#[tokio::test]
+async fn reconcile_budget_percentage_of_every_replica_is_degraded_blocks_drain() {
+    let fake = FakeApiServer::default();
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
+        min_available: Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("50%".to_owned()),
+        ),
+        max_unavailable: None,
+    });
+    reconcile(Arc::new(upstream), context(&fake))
+        .await
+        .expect("reconciles");
+    let writes = fake.writes();
+    let status = writes
+        .iter()
+        .find(|r| r.path.ends_with("/status"))
+        .expect("status");
+    let degraded = &status.body["status"]["conditions"][2];
+    assert_eq!(degraded["type"], "Degraded");
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "DisruptionBudgetBlocksDrain");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("spec.podDisruptionBudget.minAvailable 50%")),
+        "{degraded}"
+    );
+    let event = writes.last().expect("event");
+    assert_eq!(event.body["reason"], "DisruptionBudgetBlocksDrain");
+    assert_eq!(event.body["type"], "Warning");
 }

@@ -55,6 +55,10 @@ pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
 /// `Ready=False`, `Degraded=True`: a child's name is taken by an object this McpUpstream does
 /// not own; the message names its kind and name (issue 40). Nothing was written.
 pub const REASON_NAME_CONFLICT: &str = "NameConflict";
+/// `Degraded=True`: `spec.podDisruptionBudget` never allows a disruption at `spec.replicas`
+/// (a percentage rounded up to every replica), so node drains block; the message names the
+/// field (issue 40).
+pub const REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN: &str = "DisruptionBudgetBlocksDrain";
 /// `Progressing=True`: the Deployment's rollout is under way.
 pub const REASON_ROLLING_OUT: &str = "RollingOut";
 /// `Progressing=False`: the latest pod template is rolled out.
@@ -88,8 +92,9 @@ pub const REASON_UPSTREAM_CRASH_LOOPING: &str = "UpstreamCrashLooping";
 
 /// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
 /// new Event.
-pub const WARNING_REASONS: [&str; 11] = [
+pub const WARNING_REASONS: [&str; 12] = [
     REASON_NAME_CONFLICT,
+    REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN,
     REASON_UPSTREAM_CRASH_LOOPING,
     REASON_INVALID_SPEC,
     REASON_DEPLOYMENT_UNAVAILABLE,
@@ -199,6 +204,23 @@ pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
     let tools = tools_discovered(&report.proxy);
     let degraded = degraded(deployment, &readiness, &ready, &progressing, &tools);
     vec![ready, progressing, degraded, upstream_ready, tools]
+}
+
+/// Turns a `Degraded=False` verdict in `verdicts` into `Degraded=True` with reason
+/// [`REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN`] and `message`; a fault already reported there
+/// stays (it is the more urgent one).
+pub fn flag_blocked_drain(verdicts: &mut [Verdict], message: String) {
+    for verdict in verdicts.iter_mut() {
+        if verdict.type_ == CONDITION_DEGRADED && verdict.status == "False" {
+            *verdict = Verdict::new(
+                CONDITION_DEGRADED,
+                Some(true),
+                REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN,
+                message,
+            );
+            return;
+        }
+    }
 }
 
 /// `Ready`, `Progressing` and `Degraded` of a spec that cannot be served, all with reason

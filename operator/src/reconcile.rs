@@ -227,7 +227,7 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         &ctx.settings.cluster_domain,
         upstream.spec.proxy.port,
     );
-    let report = report::read(&ctx.client, &ctx.http, upstream).await?;
+    let report = report::read(&ctx.client, &ctx.http, upstream, &deployment).await?;
     let mut verdicts = conditions::observed(&deployment, &report);
     if let Some(message) = pod_disruption_budget::blocks_drain(&upstream.spec) {
         conditions::flag_blocked_drain(&mut verdicts, message);

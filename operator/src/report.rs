@@ -56,6 +56,10 @@ pub struct Report {
     pub proxy: ProxyReport,
 }
 
+pub mod blocked;
+
+pub use blocked::Blocked;
+
 /// One pod, as its `status` (written by the kubelet) describes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PodState {
@@ -68,6 +72,8 @@ pub struct PodState {
     /// `imageID` the runtime reports for the upstream container (the native sidecar, so in
     /// `initContainerStatuses`).
     pub upstream_image_id: Option<String>,
+    /// What keeps it from running, when its status says ([`blocked::of_pod`]).
+    pub blocked: Option<Blocked>,
 }
 
 /// What the proxy of one pod answered on its admin port.
@@ -266,6 +272,7 @@ pub fn pod_states(pods: &[Pod]) -> Vec<PodState> {
                     status.and_then(|s| s.init_container_statuses.as_ref()),
                 )
                 .or_else(|| upstream(status.and_then(|s| s.container_statuses.as_ref()))),
+                blocked: blocked::of_pod(pod),
             }
         })
         .collect();

@@ -154,23 +154,21 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
                     info!(%name, %namespace, elapsed_ms, "spec is invalid, awaiting change");
                     Ok(Action::await_change())
                 }
-                Outcome::ProxyUnanswered => {
+                Outcome::ProxyUnanswered | Outcome::NameConflict => {
+                    let (kind, what) = if outcome == Outcome::ProxyUnanswered {
+                        (KIND_PROXY_UNANSWERED, "the proxy did not answer")
+                    } else {
+                        (
+                            KIND_NAME_CONFLICT,
+                            "a child's name is taken by a foreign object",
+                        )
+                    };
                     let delay = ctx.backoff.next(ObjectRef::from_obj(upstream.as_ref()));
-                    ctx.metrics.observe_error(KIND_PROXY_UNANSWERED, elapsed);
+                    ctx.metrics.observe_error(kind, elapsed);
                     info!(
-                        %name, %namespace, elapsed_ms,
+                        %name, %namespace, elapsed_ms, why = what,
                         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        "proxy did not answer, retrying with backoff"
-                    );
-                    Ok(Action::requeue(delay))
-                }
-                Outcome::NameConflict => {
-                    let delay = ctx.backoff.next(ObjectRef::from_obj(upstream.as_ref()));
-                    ctx.metrics.observe_error(KIND_NAME_CONFLICT, elapsed);
-                    info!(
-                        %name, %namespace, elapsed_ms,
-                        retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        "a child's name is taken by a foreign object, retrying with backoff"
+                        "reconcile incomplete, retrying with backoff"
                     );
                     Ok(Action::requeue(delay))
                 }

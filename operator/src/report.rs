@@ -41,11 +41,6 @@ pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes the operator reads of one admin endpoint's answer (1 MiB); a longer answer is
 /// abandoned and the proxy reported as failed.
 pub const MAX_ANSWER_BYTES: usize = 1 << 20;
-/// Most characters of any text from a proxy (a reason, an error, a tool name, a fingerprint)
-/// that the operator keeps; longer text is cut and ends in `…`.
-pub const MAX_REPORTED_CHARS: usize = 512;
-/// Most names of missing or drifted tools the operator keeps from one answer.
-pub const MAX_REPORTED_NAMES: usize = 32;
 
 /// What one reconcile learned about the running pods.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,8 +52,10 @@ pub struct Report {
 }
 
 pub mod blocked;
+pub mod bound;
 
 pub use blocked::Blocked;
+pub use bound::{MAX_REPORTED_CHARS, MAX_REPORTED_NAMES, truncate};
 
 /// One pod, as its `status` (written by the kubelet) describes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -427,16 +424,6 @@ pub fn bounded(report: ProxyReport) -> ProxyReport {
         },
         other => other,
     }
-}
-
-/// `text` cut to at most [`MAX_REPORTED_CHARS`] characters, ending in `…` when cut.
-pub fn truncate(text: &str) -> String {
-    if text.chars().nth(MAX_REPORTED_CHARS).is_none() {
-        return text.to_owned();
-    }
-    let mut kept: String = text.chars().take(MAX_REPORTED_CHARS - 1).collect();
-    kept.push('…');
-    kept
 }
 
 /// Why one admin request got no usable answer.

@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
-use super::truncate;
+use super::bound::truncate;
 
 /// `waiting.reason` values the kubelet sets when it cannot get a container's image.
 const IMAGE_PULL_REASONS: [&str; 4] = [

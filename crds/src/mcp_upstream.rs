@@ -55,6 +55,7 @@ use telemetry::TelemetrySpec;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.proxy) || (has(self.upstream.transport) && self.upstream.transport == 'Stdio') || (self.upstream.port != self.proxy.port && self.upstream.port != self.proxy.adminPort)").message("spec.upstream.port must differ from spec.proxy.port and spec.proxy.adminPort (the proxy's own ports)"))]
+#[x_kube(validation = Rule::new("!has(self.podDisruptionBudget) || !has(self.podDisruptionBudget.minAvailable) || type(self.podDisruptionBudget.minAvailable) != int || self.podDisruptionBudget.minAvailable < (has(self.replicas) ? self.replicas : 1)").message("spec.podDisruptionBudget.minAvailable must be less than spec.replicas: a budget that keeps every replica available never allows a disruption, so node drains block; lower minAvailable or raise replicas"))]
 #[x_kube(validation = Rule::new("!has(self.tools) || !has(self.tools.grants) || (has(self.proxy) && has(self.proxy.auth) && has(self.proxy.auth.oauth))").message("spec.tools.grants needs spec.proxy.auth.oauth: grants match the claims of OAuth access tokens"))]
 #[x_kube(validation = Rule::new("!has(self.toolsProbe) || !has(self.toolsProbe.policy) || self.toolsProbe.policy != 'Never' || !has(self.tools) || ((!has(self.tools.readOnly) || !self.tools.readOnly) && (!has(self.tools.grants) || self.tools.grants.all(g, !has(g.readOnly) || !g.readOnly)))").message("spec.toolsProbe.policy Never cannot serve spec.tools.readOnly or a readOnly grant: readOnlyHint comes from the proxy's own tool listing"))]
 pub struct McpUpstreamSpec {
@@ -82,6 +83,8 @@ pub struct McpUpstreamSpec {
     /// Number of pods, 1-1000. Every replica accepts every client session (session ids are
     /// signed with the shared key in the Secret `<name>-session-key`, field case BR-35), so the
     /// Service needs no session affinity; each replica keeps its own upstream session.
+    /// With `podDisruptionBudget.minAvailable: N` (a number), `replicas` must be above `N`, so
+    /// that a node drain can evict a pod (its replacement starts elsewhere first).
     /// Default `1`.
     #[serde(default = "default_replicas")]
     #[schemars(range(min = 1, max = 1000))]
@@ -95,7 +98,8 @@ pub struct McpUpstreamSpec {
     /// listed destinations. Default: none (`enabled: false`).
     #[serde(default, skip_serializing_if = "is_default")]
     pub network_policy: NetworkPolicySpec,
-    /// An optional PodDisruptionBudget, for example `{minAvailable: 1}`. Default: none.
+    /// An optional PodDisruptionBudget, for example `{minAvailable: 1}` with `replicas: 2`. It
+    /// must allow at least one disruption at `replicas` (see its fields). Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_disruption_budget: Option<PodDisruptionBudgetSpec>,
     /// OpenTelemetry traces of the proxy, exported with OTLP over HTTP with protobuf (a

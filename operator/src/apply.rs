@@ -1,10 +1,21 @@
 //! Step 3 of a reconcile: make the cluster hold the built objects, exactly, and write nothing
-//! when it already does.
+//! when it already does, and never touch an object this McpUpstream does not own.
 //!
-//! Server-side apply with field manager [`FIELD_MANAGER`] and `force`: the operator owns every
-//! field it sets, so a hand edit of one of them (by another manager) is taken back on the next
-//! reconcile, and a deleted object is recreated. Fields the operator does not set are left to
-//! whoever owns them.
+//! Ownership first (issue 40, "the operator never trespasses"): every child is read before
+//! anything is written, and a child whose name is taken by an object without this McpUpstream's
+//! controller owner reference (matched by uid) stops the reconcile with
+//! [`Error::NameConflict`] before any write: the foreign object is never modified, adopted or
+//! deleted, and the children already created stay as they are.
+//!
+//! Server-side apply with field manager [`FIELD_MANAGER`]. An object the operator owns is applied
+//! with `force`: the operator owns every field it sets, so a hand edit of one of them (by another
+//! manager) is taken back on the next reconcile. An absent object is created by an apply without
+//! `force`, so one that someone else created between the read and the write makes the apply fail
+//! with a conflict (reported as [`Error::NameConflict`]) instead of being taken over. Fields the
+//! operator does not set are left to whoever owns them. (A foreign object made between the read
+//! and the write that sets none of the operator's fields is merged by the API server, not
+//! refused: that window is one round trip long, and the next reconcile reports the conflict only
+//! if the owner reference is not the operator's.)
 //!
 //! Steady state costs no write: [`Applied`] remembers, per child, a hash of the object last
 //! applied and a fingerprint of the child as the API server returned it. Each reconcile reads
@@ -16,7 +27,7 @@
 //! operator restart every child is applied once.
 //!
 //! Two children are handled differently. The session-key Secret is created once and never
-//! applied again, so its random key survives reconciles and operator restarts (`ensure_created`).
+//! applied again, so its random key survives reconciles and operator restarts (`create_session_key`).
 //! The optional NetworkPolicy and PodDisruptionBudget are deleted when the spec stops asking for
 //! them, and only when this McpUpstream owns them (`remove_unwanted`).
 //!
@@ -93,57 +104,135 @@ impl Applied {
     }
 }
 
-/// Makes sure the session-key Secret exists, applies the ConfigMap and the Service, applies or
-/// removes the NetworkPolicy and PodDisruptionBudget, then applies the Deployment (so what the
-/// pods mount exists before they do), and returns the Deployment as the API server now holds
-/// it, status included. A child that already matches what was last applied is read, not
-/// written; every write is counted in `metrics`.
+/// Reads every child, then makes sure the session-key Secret exists, applies the ConfigMap and
+/// the Service, applies or removes the NetworkPolicy and PodDisruptionBudget, then applies the
+/// Deployment (so what the pods mount exists before they do), and returns the Deployment as the
+/// API server now holds it, status included. A child that already matches what was last applied
+/// is read, not written; every write is counted in `metrics`.
 ///
 /// # Errors
-/// [`Error::Apply`] naming the first object the API server refused (read or write), or
-/// [`Error::Build`] when no session key could be generated.
+/// [`Error::NameConflict`] naming the first child whose name is taken by an object this
+/// McpUpstream does not control (nothing is written then), [`Error::Apply`] naming the first
+/// object the API server refused (read or write), or [`Error::Build`] when no session key could
+/// be generated.
 pub async fn apply(
     client: &Client,
     applied: &Applied,
     metrics: &Metrics,
     children: &Children,
 ) -> Result<Deployment, Error> {
-    ensure_created(client, metrics, &children.session_key).await?;
-    apply_one(client, applied, metrics, &children.config_map).await?;
-    apply_one(client, applied, metrics, &children.service).await?;
-    apply_optional(client, applied, metrics, &children.network_policy).await?;
-    apply_optional(client, applied, metrics, &children.pod_disruption_budget).await?;
-    apply_one(client, applied, metrics, &children.deployment).await
+    let session_key = read_owned(client, &children.session_key).await?;
+    let config_map = read_owned(client, &children.config_map).await?;
+    let service = read_owned(client, &children.service).await?;
+    let network_policy = read_optional(client, &children.network_policy).await?;
+    let pod_disruption_budget = read_optional(client, &children.pod_disruption_budget).await?;
+    let deployment = read_owned(client, &children.deployment).await?;
+
+    if session_key.is_none() {
+        create_session_key(client, metrics, &children.session_key).await?;
+    }
+    apply_one(client, applied, metrics, &children.config_map, config_map).await?;
+    apply_one(client, applied, metrics, &children.service, service).await?;
+    apply_optional(
+        client,
+        applied,
+        metrics,
+        &children.network_policy,
+        network_policy,
+    )
+    .await?;
+    apply_optional(
+        client,
+        applied,
+        metrics,
+        &children.pod_disruption_budget,
+        pod_disruption_budget,
+    )
+    .await?;
+    apply_one(client, applied, metrics, &children.deployment, deployment).await
 }
 
-/// Creates the session-key Secret with a fresh key when it does not exist; an existing one
-/// (whatever its content) is left alone, so the key is never rotated by a reconcile. Costs a GET
-/// per reconcile and a write only when the Secret is absent.
-async fn ensure_created(
+/// The uid of the controller owner reference `object` carries, if any.
+fn controller_uid(object: &impl Resource) -> Option<&str> {
+    object
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.as_str())
+}
+
+/// The API handle for `object`'s namespace (the client's default one when it has none).
+fn api_for<K: Child>(client: &Client, object: &K) -> Api<K> {
+    match object.namespace() {
+        Some(namespace) => Api::namespaced(client.clone(), &namespace),
+        None => Api::default_namespaced(client.clone()),
+    }
+}
+
+/// Reads the object the built child `desired` would be: `None` when absent, the object when its
+/// controller owner reference is the one `desired` carries (same uid).
+///
+/// # Errors
+/// [`Error::NameConflict`] when the object exists without that controller reference,
+/// [`Error::Apply`] when the read is refused.
+async fn read_owned<K: Child>(client: &Client, desired: &K) -> Result<Option<K>, Error> {
+    let kind = <K as k8s_openapi::Resource>::KIND;
+    let name = desired.name_any();
+    let current = api_for(client, desired)
+        .get_opt(&name)
+        .await
+        .map_err(|source| Error::Apply {
+            kind,
+            name: name.clone(),
+            source,
+        })?;
+    match current {
+        Some(current)
+            if controller_uid(&current).is_none_or(|uid| controller_uid(desired) != Some(uid)) =>
+        {
+            Err(Error::NameConflict { kind, name })
+        }
+        current => Ok(current),
+    }
+}
+
+/// [`read_owned`] for a wanted optional child; `None` for an unwanted one (its removal reads it,
+/// and a foreign object of that name is simply left alone).
+async fn read_optional<K: Child>(client: &Client, child: &Optional<K>) -> Result<Option<K>, Error> {
+    match child {
+        Optional::Wanted(object) => read_owned(client, object).await,
+        Optional::Unwanted { .. } => Ok(None),
+    }
+}
+
+/// Creates the session-key Secret, known absent, with a fresh key; an existing one (whatever
+/// its content) is left alone, so the key is never rotated by a reconcile.
+///
+/// # Errors
+/// [`Error::NameConflict`] when a Secret of that name appeared since it was read (the next
+/// reconcile tells whose it is), [`Error::Apply`] when the create is refused.
+async fn create_session_key(
     client: &Client,
     metrics: &Metrics,
     template: &Secret,
 ) -> Result<(), Error> {
     let name = template.name_any();
-    let api: Api<Secret> = match template.namespace() {
-        Some(namespace) => Api::namespaced(client.clone(), &namespace),
-        None => Api::default_namespaced(client.clone()),
-    };
-    let failed = |source| Error::Apply {
-        kind: "Secret",
-        name: name.clone(),
-        source,
-    };
-    if api.get_opt(&name).await.map_err(failed)?.is_some() {
-        return Ok(());
-    }
     let secret = secret::with_fresh_key(template.clone())?;
     metrics.count_write("Secret");
-    match api.create(&PostParams::default(), &secret).await {
+    match api_for(client, template)
+        .create(&PostParams::default(), &secret)
+        .await
+    {
         Ok(_) => Ok(()),
-        // Created between the GET and the POST (by an earlier, abandoned reconcile): keep it.
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-        Err(err) => Err(failed(err)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::NameConflict {
+            kind: "Secret",
+            name,
+        }),
+        Err(source) => Err(Error::Apply {
+            kind: "Secret",
+            name,
+            source,
+        }),
     }
 }
 
@@ -168,18 +257,22 @@ impl<K> Child for K where
 {
 }
 
-/// Applies a wanted optional child, or removes an unwanted one.
+/// Applies a wanted optional child (`current` is what [`read_optional`] returned), or removes an
+/// unwanted one.
 async fn apply_optional<K>(
     client: &Client,
     applied: &Applied,
     metrics: &Metrics,
     child: &Optional<K>,
+    current: Option<K>,
 ) -> Result<(), Error>
 where
     K: Child,
 {
     match child {
-        Optional::Wanted(object) => apply_one(client, applied, metrics, object).await.map(drop),
+        Optional::Wanted(object) => apply_one(client, applied, metrics, object, current)
+            .await
+            .map(drop),
         Optional::Unwanted {
             namespace,
             name,
@@ -222,11 +315,7 @@ where
         applied.remember(key, ABSENT);
         return Ok(());
     };
-    let owned = current
-        .owner_references()
-        .iter()
-        .any(|r| r.controller == Some(true) && r.uid == owner_uid);
-    if !owned {
+    if controller_uid(&current) != Some(owner_uid) {
         applied.forget(&key);
         return Ok(());
     }
@@ -248,48 +337,53 @@ where
 }
 
 /// Server-side applies one namespaced object (its serialization carries `apiVersion` and
-/// `kind`, as apply requires) unless the cluster already holds what was last applied.
+/// `kind`, as apply requires) unless the cluster already holds what was last applied. `current`
+/// is the object as [`read_owned`] found it: owned, so applied with `force`, or absent, so
+/// created by an apply without `force`.
+///
+/// # Errors
+/// [`Error::NameConflict`] when an absent object appeared, made by someone else, before the
+/// apply; [`Error::Apply`] when the API server refuses the apply.
 async fn apply_one<K>(
     client: &Client,
     applied: &Applied,
     metrics: &Metrics,
     object: &K,
+    current: Option<K>,
 ) -> Result<K, Error>
 where
     K: Child,
 {
     let kind = <K as k8s_openapi::Resource>::KIND;
     let name = object.name_any();
-    let namespace = object.namespace();
-    let api: Api<K> = match &namespace {
-        Some(namespace) => Api::namespaced(client.clone(), namespace),
-        None => Api::default_namespaced(client.clone()),
-    };
-    let failed = |source| Error::Apply {
-        kind,
-        name: name.clone(),
-        source,
-    };
-    let key: ChildKey = (kind, namespace.unwrap_or_default(), name.clone());
+    let key: ChildKey = (kind, object.namespace().unwrap_or_default(), name.clone());
     let desired = hash_of(object);
-    if let Some(current) = api.get_opt(&name).await.map_err(failed)? {
-        let record = Record {
-            desired,
-            observed: fingerprint(current.meta(), object.meta()),
-        };
-        if applied.is_current(&key, record) {
-            return Ok(current);
+    let creating = current.is_none();
+    let params = PatchParams::apply(FIELD_MANAGER);
+    let params = match current {
+        Some(current) => {
+            let record = Record {
+                desired,
+                observed: fingerprint(current.meta(), object.meta()),
+            };
+            if applied.is_current(&key, record) {
+                return Ok(current);
+            }
+            params.force()
         }
-    }
+        None => params,
+    };
     metrics.count_write(kind);
-    let result = api
-        .patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(object),
-        )
+    let result = match api_for(client, object)
+        .patch(&name, &params, &Patch::Apply(object))
         .await
-        .map_err(failed)?;
+    {
+        Ok(result) => result,
+        Err(kube::Error::Api(status)) if creating && status.code == 409 => {
+            return Err(Error::NameConflict { kind, name });
+        }
+        Err(source) => return Err(Error::Apply { kind, name, source }),
+    };
     let record = Record {
         desired,
         observed: fingerprint(result.meta(), object.meta()),

@@ -33,6 +33,16 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The name of a child is taken by an object this McpUpstream does not control (issue 40):
+    /// nothing was written; the reconcile reports `Ready=False`/`NameConflict` and retries
+    /// with backoff.
+    #[error("{kind} {name} exists and is not owned by this McpUpstream")]
+    NameConflict {
+        /// Kind of the child, e.g. `Service`.
+        kind: &'static str,
+        /// Name of the child.
+        name: String,
+    },
     /// The API server refused the status update.
     #[error("failed to patch status of {name}")]
     PatchStatus {
@@ -62,6 +72,7 @@ impl Error {
         match self {
             Self::Build(err) => err.kind(),
             Self::Apply { .. } => "apply",
+            Self::NameConflict { .. } => "name_conflict",
             Self::PatchStatus { .. } => "patch_status",
             Self::ListPods(_) => "list_pods",
             Self::Timeout { .. } => "timeout",

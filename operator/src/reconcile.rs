@@ -24,7 +24,7 @@ pub use crate::status::events::EVENT_ACTION;
 
 use crate::FIELD_MANAGER;
 use crate::apply::{Applied, apply};
-use crate::build::build;
+use crate::build::{build, pod_disruption_budget};
 use crate::metrics::{Metrics, RESULT_INVALID_SPEC, RESULT_OK, WRITE_EVENT};
 use crate::report;
 use crate::settings::Settings;
@@ -45,6 +45,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// `kind` label of `berth_operator_reconcile_errors_total` for a reconcile whose proxy did not
 /// answer (`Ready=False`, reason `ProxyReportTimeout` or `ProxyReportFailed`).
 pub const KIND_PROXY_UNANSWERED: &str = "proxy_unanswered";
+/// `kind` label of `berth_operator_reconcile_errors_total` for a reconcile stopped by a child
+/// name taken by a foreign object (`Ready=False`, reason `NameConflict`).
+pub const KIND_NAME_CONFLICT: &str = "name_conflict";
 /// Event reason of a Warning for a reconcile that failed transiently.
 pub const REASON_RECONCILE_FAILED: &str = "ReconcileFailed";
 
@@ -97,6 +100,9 @@ enum Outcome {
     /// Children applied and status written, but the proxy did not answer the operator; retried
     /// with the per-object backoff.
     ProxyUnanswered,
+    /// A child's name is taken by an object this McpUpstream does not own; nothing written
+    /// but status, retried with the per-object backoff until the conflict is gone.
+    NameConflict,
 }
 
 /// Reconciles `upstream`: the controller's reconcile callback.
@@ -134,7 +140,7 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
     let elapsed_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
     match result {
         Ok(outcome) => {
-            if outcome != Outcome::ProxyUnanswered {
+            if !matches!(outcome, Outcome::ProxyUnanswered | Outcome::NameConflict) {
                 ctx.backoff.reset(&ObjectRef::from_obj(upstream.as_ref()));
             }
             match outcome {
@@ -148,13 +154,21 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
                     info!(%name, %namespace, elapsed_ms, "spec is invalid, awaiting change");
                     Ok(Action::await_change())
                 }
-                Outcome::ProxyUnanswered => {
+                Outcome::ProxyUnanswered | Outcome::NameConflict => {
+                    let (kind, what) = if outcome == Outcome::ProxyUnanswered {
+                        (KIND_PROXY_UNANSWERED, "the proxy did not answer")
+                    } else {
+                        (
+                            KIND_NAME_CONFLICT,
+                            "a child's name is taken by a foreign object",
+                        )
+                    };
                     let delay = ctx.backoff.next(ObjectRef::from_obj(upstream.as_ref()));
-                    ctx.metrics.observe_error(KIND_PROXY_UNANSWERED, elapsed);
+                    ctx.metrics.observe_error(kind, elapsed);
                     info!(
-                        %name, %namespace, elapsed_ms,
+                        %name, %namespace, elapsed_ms, why = what,
                         retry_in_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                        "proxy did not answer, retrying with backoff"
+                        "reconcile incomplete, retrying with backoff"
                     );
                     Ok(Action::requeue(delay))
                 }
@@ -188,6 +202,18 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
     let children = build(upstream, &ctx.settings.proxy_image, &config)?;
     let deployment = match apply(&ctx.client, &ctx.applied, &ctx.metrics, &children).await {
         Ok(deployment) => deployment,
+        Err(Error::NameConflict { kind, name }) => {
+            // The foreign object is not ours to describe: no endpoint, and what the status
+            // said about pods of earlier reconciles stays.
+            let observation = Observation {
+                verdicts: conditions::name_conflict(kind, &name),
+                endpoint: None,
+                upstream: current.upstream,
+                tools: current.tools,
+            };
+            write_status(upstream, ctx, observation).await?;
+            return Ok(Outcome::NameConflict);
+        }
         Err(err) => {
             report_apply_failure(upstream, ctx, &err, current).await;
             return Err(err);
@@ -199,8 +225,11 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         &ctx.settings.cluster_domain,
         upstream.spec.proxy.port,
     );
-    let report = report::read(&ctx.client, &ctx.http, upstream).await?;
-    let verdicts = conditions::observed(&deployment, &report);
+    let report = report::read(&ctx.client, &ctx.http, upstream, &deployment).await?;
+    let mut verdicts = conditions::observed(&deployment, &report);
+    if let Some(message) = pod_disruption_budget::blocks_drain(&upstream.spec) {
+        conditions::flag_blocked_drain(&mut verdicts, message);
+    }
     let unverified = verdicts.iter().any(|v| {
         v.type_ == CONDITION_READY
             && [REASON_PROXY_REPORT_TIMEOUT, REASON_PROXY_REPORT_FAILED].contains(&v.reason)

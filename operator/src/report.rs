@@ -11,11 +11,19 @@
 //! [`REPORT_TIMEOUT`]: a proxy that accepts TCP and never answers costs one reconcile at most
 //! that long and never blocks other McpUpstreams (field case BR-19).
 //!
+//! Tenants' pods are not trusted (issue 40): a pod counts as the McpUpstream's only when its
+//! controller is a ReplicaSet whose controller is the McpUpstream's Deployment (matched by uid;
+//! labels only narrow the lists), every answer is read chunk by chunk and abandoned past
+//! [`MAX_ANSWER_BYTES`], and text a proxy sends is cut to [`MAX_REPORTED_CHARS`] before it can
+//! reach a condition message.
+//!
 //! Not responsible for: turning the report into conditions ([`crate::status`]).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use berth_crds::McpUpstream;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::ListParams;
 use kube::{Api, Client, ResourceExt};
@@ -30,6 +38,9 @@ pub use crate::error::ListPodsError;
 /// Longest the operator waits for one proxy's admin endpoints (`/tools` and `/readyz`
 /// together), connection included.
 pub const REPORT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most bytes the operator reads of one admin endpoint's answer (1 MiB); a longer answer is
+/// abandoned and the proxy reported as failed.
+pub const MAX_ANSWER_BYTES: usize = 1 << 20;
 
 /// What one reconcile learned about the running pods.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,6 +50,12 @@ pub struct Report {
     /// What the proxy of one of them reported.
     pub proxy: ProxyReport,
 }
+
+pub mod blocked;
+pub mod bound;
+
+pub use blocked::Blocked;
+pub use bound::{MAX_REPORTED_CHARS, MAX_REPORTED_NAMES, truncate};
 
 /// One pod, as its `status` (written by the kubelet) describes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -52,6 +69,8 @@ pub struct PodState {
     /// `imageID` the runtime reports for the upstream container (the native sidecar, so in
     /// `initContainerStatuses`).
     pub upstream_image_id: Option<String>,
+    /// What keeps it from running, when its status says ([`blocked::of_pod`]).
+    pub blocked: Option<Blocked>,
 }
 
 /// What the proxy of one pod answered on its admin port.
@@ -140,12 +159,13 @@ impl UpstreamState {
     }
 }
 
-/// Lists the pods of `upstream` and asks one of their proxies (a ready one if any) for its
-/// report, through `http` (whose timeouts do not matter: [`REPORT_TIMEOUT`] bounds the asking).
+/// Lists the pods of `upstream` that its `deployment` (as the API server returned it) controls
+/// through a ReplicaSet, and asks one of their proxies (a ready one if any) for its report,
+/// through `http` (whose timeouts do not matter: [`REPORT_TIMEOUT`] bounds the asking).
 ///
 /// # Errors
-/// [`ListPodsError`] when the API server refuses the pod list. A proxy that does not answer is
-/// no error: it is [`ProxyReport::Timeout`] or [`ProxyReport::Failed`].
+/// [`ListPodsError`] when the API server refuses the ReplicaSet or pod list. A proxy that does
+/// not answer is no error: it is [`ProxyReport::Timeout`] or [`ProxyReport::Failed`].
 ///
 /// # Cancellation
 /// Safe to drop: only reads.
@@ -153,24 +173,69 @@ pub async fn read(
     client: &Client,
     http: &reqwest::Client,
     upstream: &McpUpstream,
+    deployment: &Deployment,
 ) -> Result<Report, ListPodsError> {
     let name = upstream.name_any();
-    let api: Api<Pod> = Api::namespaced(client.clone(), &upstream.namespace().unwrap_or_default());
+    let namespace = upstream.namespace().unwrap_or_default();
     let selector = labels::selector(&name)
         .iter()
         .map(|(key, value)| format!("{key}={value}"))
         .collect::<Vec<_>>()
         .join(",");
-    let pods = api
-        .list(&ListParams::default().labels(&selector))
+    let params = ListParams::default().labels(&selector);
+    let failed = |source| ListPodsError {
+        name: name.clone(),
+        source,
+    };
+    let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), &namespace)
+        .list(&params)
         .await
-        .map_err(|source| ListPodsError { name, source })?;
-    let pods = pod_states(&pods.items);
+        .map_err(failed)?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &namespace)
+        .list(&params)
+        .await
+        .map_err(failed)?;
+    let pods = owned_pods(deployment, &replica_sets.items, pods.items);
+    let pods = pod_states(&pods);
     let proxy = match ask_whom(&pods) {
         Some((pod, ip)) => ask(http, pod, ip, upstream.spec.proxy.admin_port).await,
         None => ProxyReport::NoPodRunning,
     };
     Ok(Report { pods, proxy })
+}
+
+/// The uid of the controller of `meta` when it is of `kind`.
+fn controller_uid<'a>(
+    meta: &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kind: &str,
+) -> Option<&'a str> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true) && r.kind == kind)
+        .map(|r| r.uid.as_str())
+}
+
+/// The `pods` whose controller is one of `replica_sets` whose controller is `deployment`, by
+/// uid: a pod that only carries the labels (any tenant can set them) is not the McpUpstream's.
+pub fn owned_pods(
+    deployment: &Deployment,
+    replica_sets: &[ReplicaSet],
+    pods: Vec<Pod>,
+) -> Vec<Pod> {
+    let Some(deployment_uid) = deployment.metadata.uid.as_deref() else {
+        return Vec::new();
+    };
+    let sets: HashSet<&str> = replica_sets
+        .iter()
+        .filter(|set| controller_uid(&set.metadata, "Deployment") == Some(deployment_uid))
+        .filter_map(|set| set.metadata.uid.as_deref())
+        .collect();
+    pods.into_iter()
+        .filter(|pod| {
+            controller_uid(&pod.metadata, "ReplicaSet").is_some_and(|uid| sets.contains(uid))
+        })
+        .collect()
 }
 
 /// The state of each pod not being deleted, sorted by name.
@@ -204,6 +269,7 @@ pub fn pod_states(pods: &[Pod]) -> Vec<PodState> {
                     status.and_then(|s| s.init_container_statuses.as_ref()),
                 )
                 .or_else(|| upstream(status.and_then(|s| s.container_statuses.as_ref()))),
+                blocked: blocked::of_pod(pod),
             }
         })
         .collect();
@@ -223,7 +289,8 @@ pub fn ask_whom(pods: &[PodState]) -> Option<(&str, &str)> {
 }
 
 /// GETs `/tools`, `/readyz` and `/upstream` of the proxy at `ip:port`, all within
-/// [`REPORT_TIMEOUT`].
+/// [`REPORT_TIMEOUT`], reading at most [`MAX_ANSWER_BYTES`] of each answer; the text kept is
+/// [`bounded`].
 async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyReport {
     // An IPv6 pod IP needs brackets in a URL.
     let host = if ip.contains(':') {
@@ -232,42 +299,40 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
         ip.to_owned()
     };
     let base = format!("http://{host}:{port}");
-    let failed = |err: reqwest::Error| Unanswered {
-        timed_out: err.is_timeout(),
-        error: err.without_url().to_string(),
+    let get = |path: &'static str| {
+        let request = http.get(format!("{base}{path}"));
+        async move {
+            let response = request.send().await.map_err(Unanswered::from)?;
+            let status = response.status();
+            let body = body_within(response, MAX_ANSWER_BYTES, path).await?;
+            Ok::<_, Unanswered>((status, body))
+        }
     };
     let tools = async {
-        let response = http
-            .get(format!("{base}/tools"))
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(failed)?;
-        let body = response.bytes().await.map_err(failed)?;
-        serde_json::from_slice::<ToolsSummary>(&body).map_err(|err| Unanswered {
-            timed_out: false,
-            error: format!("/tools did not answer the expected JSON: {err}"),
+        let (status, body) = get("/tools").await?;
+        if !status.is_success() {
+            return Err(Unanswered::failed(format!("/tools answered HTTP {status}")));
+        }
+        serde_json::from_slice::<ToolsSummary>(&body).map_err(|err| {
+            Unanswered::failed(format!("/tools did not answer the expected JSON: {err}"))
         })
     };
     let readyz = async {
-        let response = http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .map_err(failed)?;
-        let ready = response.status().is_success();
-        let body = response.text().await.map_err(failed)?;
-        Ok::<_, Unanswered>((!ready).then(|| body.trim().to_owned()))
+        let (status, body) = get("/readyz").await?;
+        let reason = String::from_utf8_lossy(&body);
+        Ok::<_, Unanswered>((!status.is_success()).then(|| reason.trim().to_owned()))
     };
     // Optional: a proxy without `/upstream` still reports through the other two.
     let upstream = async {
-        let response = http.get(format!("{base}/upstream")).send().await.ok()?;
-        let body = response.error_for_status().ok()?.bytes().await.ok()?;
+        let (status, body) = get("/upstream").await.ok()?;
+        if !status.is_success() {
+            return None;
+        }
         serde_json::from_slice::<UpstreamState>(&body).ok()
     };
     let pod = pod.to_owned();
     let all = futures::future::join3(tools, readyz, upstream);
-    match tokio::time::timeout(REPORT_TIMEOUT, all).await {
+    let report = match tokio::time::timeout(REPORT_TIMEOUT, all).await {
         Err(_) => ProxyReport::Timeout { pod },
         Ok((Ok(tools), Ok(not_ready), upstream)) => ProxyReport::Answered {
             pod,
@@ -292,6 +357,72 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
                 ProxyReport::Failed { pod, error }
             }
         }
+    };
+    bounded(report)
+}
+
+/// The body of `response`, read chunk by chunk and abandoned as soon as it would exceed `limit`
+/// bytes (so an endless answer costs at most `limit` bytes of memory).
+///
+/// # Errors
+/// [`Unanswered`] when the body is longer than `limit` or the read fails.
+async fn body_within(
+    mut response: reqwest::Response,
+    limit: usize,
+    path: &str,
+) -> Result<Vec<u8>, Unanswered> {
+    let too_long = || Unanswered::failed(format!("{path} answered more than {limit} bytes"));
+    if response
+        .content_length()
+        .is_some_and(|length| length > u64::try_from(limit).unwrap_or(u64::MAX))
+    {
+        return Err(too_long());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(Unanswered::from)? {
+        if body.len().saturating_add(chunk.len()) > limit {
+            return Err(too_long());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `report` with every text from the proxy cut to [`MAX_REPORTED_CHARS`] and the lists of tool
+/// names to [`MAX_REPORTED_NAMES`], so no condition message grows with what a pod sends.
+pub fn bounded(report: ProxyReport) -> ProxyReport {
+    let names = |names: Vec<String>| -> Vec<String> {
+        names
+            .into_iter()
+            .take(MAX_REPORTED_NAMES)
+            .map(|name| truncate(&name))
+            .collect()
+    };
+    match report {
+        ProxyReport::Answered {
+            pod,
+            tools,
+            not_ready,
+            upstream,
+        } => ProxyReport::Answered {
+            pod,
+            tools: ToolsSummary {
+                count: tools.count,
+                fingerprint: tools.fingerprint.as_deref().map(truncate),
+                drifted: names(tools.drifted),
+                missing: names(tools.missing),
+            },
+            not_ready: not_ready.as_deref().map(truncate),
+            upstream: upstream.map(|state| UpstreamState {
+                last_error: state.last_error.as_deref().map(truncate),
+                ..state
+            }),
+        },
+        ProxyReport::Failed { pod, error } => ProxyReport::Failed {
+            pod,
+            error: truncate(&error),
+        },
+        other => other,
     }
 }
 
@@ -301,6 +432,24 @@ struct Unanswered {
     timed_out: bool,
     /// What failed, for the condition message.
     error: String,
+}
+
+impl Unanswered {
+    fn failed(error: String) -> Self {
+        Self {
+            timed_out: false,
+            error,
+        }
+    }
+}
+
+impl From<reqwest::Error> for Unanswered {
+    fn from(err: reqwest::Error) -> Self {
+        Self {
+            timed_out: err.is_timeout(),
+            error: err.without_url().to_string(),
+        }
+    }
 }
 
 /// The upstream image ID to report: the first ready pod's, else the first reporting pod's.

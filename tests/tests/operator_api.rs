@@ -565,9 +565,10 @@ async fn operator_api_deleting_the_upstream_removes_everything_it_created() {
     let ns = TestNamespace::create(&client, "api-gc").await;
     let mut spec = minimal("gone");
     spec.spec.network_policy.enabled = true;
+    // One replica: `minAvailable: 1` would never allow a disruption (refused).
     spec.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
-        min_available: Some(IntOrString::Int(1)),
-        max_unavailable: None,
+        min_available: None,
+        max_unavailable: Some(IntOrString::Int(1)),
     });
     create(&ns, &spec).await;
     eventually_get(&ns.api::<Deployment>(), "gone", RECONCILE_DEADLINE).await;

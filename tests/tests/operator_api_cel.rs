@@ -420,3 +420,59 @@ async fn operator_api_cel_telemetry_rejections_name_the_field() {
     );
     ns.delete().await;
 }
+
+/// Issue 40: a PodDisruptionBudget that can never allow a disruption (every node drain would
+/// block) is refused with a message naming the field; budgets that allow one are accepted.
+#[tokio::test]
+async fn operator_api_cel_budget_that_never_allows_a_disruption_is_rejected() {
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-pdb").await;
+    let up = format!("  upstream: {{image: '{IMAGE}'}}\n");
+    let cases = [
+        (
+            "minAvailable equal to the default replicas",
+            "  podDisruptionBudget: {minAvailable: 1}\n",
+            "spec.podDisruptionBudget.minAvailable",
+        ),
+        (
+            "minAvailable above replicas",
+            "  replicas: 2\n  podDisruptionBudget: {minAvailable: 3}\n",
+            "spec.podDisruptionBudget.minAvailable",
+        ),
+        (
+            "minAvailable 100%",
+            "  replicas: 3\n  podDisruptionBudget: {minAvailable: 100%}\n",
+            "spec.podDisruptionBudget.minAvailable",
+        ),
+        (
+            "maxUnavailable 0",
+            "  replicas: 3\n  podDisruptionBudget: {maxUnavailable: 0}\n",
+            "spec.podDisruptionBudget.maxUnavailable",
+        ),
+        (
+            "maxUnavailable 0%",
+            "  replicas: 3\n  podDisruptionBudget: {maxUnavailable: 0%}\n",
+            "spec.podDisruptionBudget.maxUnavailable",
+        ),
+    ];
+    for (case, budget, field) in cases {
+        assert_rejected(&ns, case, &format!("{up}{budget}"), field).await;
+    }
+    let accepted = [
+        "  replicas: 2\n  podDisruptionBudget: {minAvailable: 1}\n",
+        "  replicas: 3\n  podDisruptionBudget: {minAvailable: 50%}\n",
+        "  podDisruptionBudget: {maxUnavailable: 1}\n",
+        "  podDisruptionBudget: {maxUnavailable: 10%}\n",
+    ];
+    for (i, budget) in accepted.into_iter().enumerate() {
+        ns.api::<McpUpstream>()
+            .create(
+                &PostParams::default(),
+                &upstream(&format!("good-{i}"), &format!("{up}{budget}")),
+            )
+            .await
+            .unwrap_or_else(|err| panic!("{budget} is accepted: {err}"));
+    }
+    ns.delete().await;
+}

@@ -101,11 +101,11 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         Some(88),
         "64 hex characters, base64-encoded: {secret:?}"
     );
-    for request in &requests[1..] {
+    for request in &requests[1..4] {
         assert!(
             request.query.contains("fieldManager=berth-operator")
-                && request.query.contains("force=true"),
-            "server-side apply, forced: {request:?}"
+                && !request.query.contains("force=true"),
+            "server-side apply, not forced where it creates: {request:?}"
         );
         assert!(request.body["apiVersion"].is_string() && request.body["kind"].is_string());
     }
@@ -339,6 +339,7 @@ async fn reconcile_optional_children_are_applied_once_then_steady() {
     let ctx = context(&fake);
     let mut upstream = (*everything(None)).clone();
     upstream.spec.network_policy.enabled = true;
+    upstream.spec.replicas = 2;
     upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
         min_available: Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
         max_unavailable: None,
@@ -384,4 +385,154 @@ async fn reconcile_upstream_being_deleted_applies_and_writes_nothing() {
         .await
         .expect("reconcile");
     assert!(fake.writes().is_empty(), "{:?}", fake.writes());
+}
+
+/// A fake API server holding a Service `everything` someone else made (no owner reference).
+fn fake_with_foreign_service() -> FakeApiServer {
+    let fake = FakeApiServer::default();
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            "/api/v1/namespaces/demo/services/everything".to_owned(),
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "everything", "namespace": "demo", "uid": "foreign",
+                                "resourceVersion": "1"},
+                   "spec": {"selector": {"app": "web"}}}),
+        );
+    fake
+}
+
+#[tokio::test]
+async fn reconcile_foreign_service_of_same_name_writes_no_child_and_reports_name_conflict() {
+    let fake = fake_with_foreign_service();
+    let ctx = context(&fake);
+    let action = reconcile(everything(None), ctx.clone())
+        .await
+        .expect("a name conflict is reported, not an error");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(1)),
+        "backoff, no hot loop"
+    );
+    let writes = fake.writes();
+    let paths: Vec<(&str, &str)> = writes
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str()))
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            (
+                "PATCH",
+                "/apis/berth.dev/v1alpha1/namespaces/demo/mcpupstreams/everything/status"
+            ),
+            ("POST", "/apis/events.k8s.io/v1/namespaces/demo/events"),
+        ],
+        "nothing but status and the Event is written"
+    );
+    assert_eq!(ready_of(&writes[0])["status"], "False");
+    assert_eq!(ready_of(&writes[0])["reason"], "NameConflict");
+    assert_eq!(
+        ready_of(&writes[0])["message"],
+        "Service everything exists and is not owned by this McpUpstream; \
+         rename the McpUpstream or remove the Service"
+    );
+    assert_eq!(writes[1].body["type"], "Warning");
+    assert_eq!(writes[1].body["reason"], "NameConflict");
+    let again = reconcile(everything(None), ctx.clone())
+        .await
+        .expect("reported again");
+    assert_eq!(again, Action::requeue(Duration::from_secs(2)));
+    assert!(
+        ctx.metrics
+            .render()
+            .contains("berth_operator_reconcile_errors_total{kind=\"name_conflict\"} 2")
+    );
+}
+
+#[tokio::test]
+async fn reconcile_name_conflict_removed_recovers_and_applies_children() {
+    let fake = fake_with_foreign_service();
+    let ctx = context(&fake);
+    reconcile(everything(None), ctx.clone())
+        .await
+        .expect("conflict reported");
+    let reported = fake.writes()[0].body["status"].clone();
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove("/api/v1/namespaces/demo/services/everything");
+    let action = reconcile(everything(Some(reported)), ctx.clone())
+        .await
+        .expect("reconciles");
+    assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+    let writes = fake.writes();
+    assert!(
+        writes
+            .iter()
+            .any(|r| r.path == "/api/v1/namespaces/demo/services/everything"),
+        "{writes:?}"
+    );
+    let status = writes
+        .iter()
+        .rev()
+        .find(|r| r.path.ends_with("/status"))
+        .expect("status");
+    assert_eq!(ready_of(status)["reason"], "Progressing");
+}
+
+#[tokio::test]
+async fn reconcile_foreign_unwanted_network_policy_is_left_alone() {
+    let fake = FakeApiServer::default();
+    let path = "/apis/networking.k8s.io/v1/namespaces/demo/networkpolicies/everything";
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            path.to_owned(),
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                   "metadata": {"name": "everything", "namespace": "demo", "uid": "foreign"}}),
+        );
+    reconcile(everything(None), context(&fake))
+        .await
+        .expect("reconciles");
+    assert!(
+        fake.writes().iter().all(|r| r.path != path),
+        "{:?}",
+        fake.writes()
+    );
+}
+
+#[tokio::test]
+async fn reconcile_budget_percentage_of_every_replica_is_degraded_blocks_drain() {
+    let fake = FakeApiServer::default();
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.pod_disruption_budget = Some(berth_crds::PodDisruptionBudgetSpec {
+        min_available: Some(
+            k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String("50%".to_owned()),
+        ),
+        max_unavailable: None,
+    });
+    reconcile(Arc::new(upstream), context(&fake))
+        .await
+        .expect("reconciles");
+    let writes = fake.writes();
+    let status = writes
+        .iter()
+        .find(|r| r.path.ends_with("/status"))
+        .expect("status");
+    let degraded = &status.body["status"]["conditions"][2];
+    assert_eq!(degraded["type"], "Degraded");
+    assert_eq!(degraded["status"], "True");
+    assert_eq!(degraded["reason"], "DisruptionBudgetBlocksDrain");
+    assert!(
+        degraded["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("spec.podDisruptionBudget.minAvailable 50%")),
+        "{degraded}"
+    );
+    let event = writes.last().expect("event");
+    assert_eq!(event.body["reason"], "DisruptionBudgetBlocksDrain");
+    assert_eq!(event.body["type"], "Warning");
 }

@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 
-use crate::report::{ProxyReport, REPORT_TIMEOUT, Report};
+use crate::report::{Blocked, ProxyReport, REPORT_TIMEOUT, Report};
 use crate::validate::InvalidSpec;
 
 /// Condition type: the MCP endpoint is served by at least one ready pod.
@@ -52,6 +52,28 @@ pub const REASON_PROXY_REPORT_FAILED: &str = "ProxyReportFailed";
 pub const REASON_APPLY_FORBIDDEN: &str = "ApplyForbidden";
 /// `Ready=False`, `Degraded=True`: the API server refused to apply a child for another reason.
 pub const REASON_APPLY_FAILED: &str = "ApplyFailed";
+/// `Ready=False`, `Degraded=True`: a child's name is taken by an object this McpUpstream does
+/// not own; the message names its kind and name (issue 40). Nothing was written.
+pub const REASON_NAME_CONFLICT: &str = "NameConflict";
+/// `Degraded=True`: `spec.podDisruptionBudget` never allows a disruption at `spec.replicas`
+/// (a percentage rounded up to every replica), so node drains block; the message names the
+/// field (issue 40).
+pub const REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN: &str = "DisruptionBudgetBlocksDrain";
+/// `Ready=False`, `Degraded=True`: the Deployment is not available and a pod's container image
+/// cannot be pulled; the message names the container, the image and the kubelet's reason.
+pub const REASON_IMAGE_PULL_FAILED: &str = "ImagePullFailed";
+/// `Ready=False`, `Degraded=True`: the Deployment is not available and a pod's container is in
+/// `CrashLoopBackOff`; the message names the container, its last exit code and restarts.
+pub const REASON_CONTAINER_CRASH_LOOPING: &str = "ContainerCrashLooping";
+/// `Ready=False`, `Degraded=True`: the Deployment is not available and a pod cannot be
+/// scheduled; the message carries the scheduler's.
+pub const REASON_UNSCHEDULABLE: &str = "Unschedulable";
+/// Reasons of `Ready=False` taken from what keeps a pod from running ([`Blocked`]).
+const POD_BLOCKED_REASONS: [&str; 3] = [
+    REASON_IMAGE_PULL_FAILED,
+    REASON_CONTAINER_CRASH_LOOPING,
+    REASON_UNSCHEDULABLE,
+];
 /// `Progressing=True`: the Deployment's rollout is under way.
 pub const REASON_ROLLING_OUT: &str = "RollingOut";
 /// `Progressing=False`: the latest pod template is rolled out.
@@ -85,7 +107,12 @@ pub const REASON_UPSTREAM_CRASH_LOOPING: &str = "UpstreamCrashLooping";
 
 /// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
 /// new Event.
-pub const WARNING_REASONS: [&str; 10] = [
+pub const WARNING_REASONS: [&str; 15] = [
+    REASON_IMAGE_PULL_FAILED,
+    REASON_CONTAINER_CRASH_LOOPING,
+    REASON_UNSCHEDULABLE,
+    REASON_NAME_CONFLICT,
+    REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN,
     REASON_UPSTREAM_CRASH_LOOPING,
     REASON_INVALID_SPEC,
     REASON_DEPLOYMENT_UNAVAILABLE,
@@ -197,6 +224,23 @@ pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
     vec![ready, progressing, degraded, upstream_ready, tools]
 }
 
+/// Turns a `Degraded=False` verdict in `verdicts` into `Degraded=True` with reason
+/// [`REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN`] and `message`; a fault already reported there
+/// stays (it is the more urgent one).
+pub fn flag_blocked_drain(verdicts: &mut [Verdict], message: String) {
+    for verdict in verdicts.iter_mut() {
+        if verdict.type_ == CONDITION_DEGRADED && verdict.status == "False" {
+            *verdict = Verdict::new(
+                CONDITION_DEGRADED,
+                Some(true),
+                REASON_DISRUPTION_BUDGET_BLOCKS_DRAIN,
+                message,
+            );
+            return;
+        }
+    }
+}
+
 /// `Ready`, `Progressing` and `Degraded` of a spec that cannot be served, all with reason
 /// [`REASON_INVALID_SPEC`] and the validation message verbatim.
 pub fn invalid(invalid: &InvalidSpec) -> Vec<Verdict> {
@@ -213,6 +257,18 @@ pub fn apply_failed(forbidden: bool, message: &str) -> Vec<Verdict> {
         REASON_APPLY_FAILED
     };
     failed(reason, message)
+}
+
+/// `Ready`, `Progressing` and `Degraded` when the child `kind`/`name` exists and is not owned by
+/// this McpUpstream: reason [`REASON_NAME_CONFLICT`], a message naming the object and what to do.
+pub fn name_conflict(kind: &str, name: &str) -> Vec<Verdict> {
+    failed(
+        REASON_NAME_CONFLICT,
+        &format!(
+            "{kind} {name} exists and is not owned by this McpUpstream; \
+             rename the McpUpstream or remove the {kind}"
+        ),
+    )
 }
 
 fn failed(reason: &'static str, message: &str) -> Vec<Verdict> {
@@ -251,12 +307,29 @@ fn crash_loop(report: &Report) -> Option<String> {
     ))
 }
 
+/// The reason and message of the first pod that is not ready and whose status says what keeps
+/// it from running.
+fn pod_blocked(report: &Report) -> Option<(&'static str, String)> {
+    report.pods.iter().filter(|pod| !pod.ready).find_map(|pod| {
+        let blocked = pod.blocked.as_ref()?;
+        let reason = match blocked {
+            Blocked::ImagePull { .. } => REASON_IMAGE_PULL_FAILED,
+            Blocked::CrashLoop { .. } => REASON_CONTAINER_CRASH_LOOPING,
+            Blocked::Unschedulable { .. } => REASON_UNSCHEDULABLE,
+        };
+        Some((reason, blocked.describe(&pod.name)))
+    })
+}
+
 fn ready(readiness: &Readiness, report: &Report) -> Verdict {
     let verdict = |ok, reason, message| Verdict::new(CONDITION_READY, Some(ok), reason, message);
     if let Some(message) = crash_loop(report) {
         return verdict(false, REASON_UPSTREAM_CRASH_LOOPING, message);
     }
     if !readiness.ready {
+        if let Some((reason, message)) = pod_blocked(report) {
+            return verdict(false, reason, message);
+        }
         return verdict(false, readiness.reason, readiness.message.clone());
     }
     let proxy = &report.proxy;
@@ -337,7 +410,8 @@ fn degraded(
     if tools.reason == REASON_ALLOWED_TOOL_MISSING {
         return verdict(true, tools.reason, tools.message.clone());
     }
-    if ready.reason == REASON_UPSTREAM_CRASH_LOOPING {
+    if ready.reason == REASON_UPSTREAM_CRASH_LOOPING || POD_BLOCKED_REASONS.contains(&ready.reason)
+    {
         return verdict(true, ready.reason, ready.message.clone());
     }
     if readiness.ready && ready.status != "True" {

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::events::EventType;
 
 use super::*;
-use crate::report::{PodState, ToolsSummary};
+use crate::report::{Blocked, PodState, ToolsSummary};
 use crate::validate::InvalidSpec;
 
 mod transitions;
@@ -132,6 +132,7 @@ fn pod(ready: bool, image_id: Option<&str>) -> PodState {
         ready,
         ip: Some("10.0.0.1".to_owned()),
         upstream_image_id: image_id.map(str::to_owned),
+        blocked: None,
     }
 }
 
@@ -450,4 +451,42 @@ fn br_34_crash_looping_stdio_child_is_ready_false_with_restarts_and_last_stderr(
     };
     let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
     assert_ne!(condition(&status, "Ready").reason, "UpstreamCrashLooping");
+}
+
+#[test]
+fn conditions_pod_that_cannot_pull_its_image_is_ready_false_naming_the_image_until_it_can() {
+    let blocked = Blocked::ImagePull {
+        container: "upstream".to_owned(),
+        image: "r.example/s@sha256:aa".to_owned(),
+        reason: "ErrImagePull".to_owned(),
+        message: "not found".to_owned(),
+    };
+    let report = Report {
+        pods: vec![PodState {
+            blocked: Some(blocked),
+            ..pod(false, None)
+        }],
+        ..Report::default()
+    };
+    let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
+    let ready = condition(&status, "Ready");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ImagePullFailed")
+    );
+    assert_eq!(
+        ready.message,
+        "container upstream of pod p cannot pull image r.example/s@sha256:aa (ErrImagePull): \
+         not found"
+    );
+    assert_eq!(condition(&status, "Degraded").reason, "ImagePullFailed");
+
+    // The image arrives: the cause is gone from the pod's status, and from the condition.
+    let report = Report {
+        pods: vec![pod(false, None)],
+        ..Report::default()
+    };
+    let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
+    assert_eq!(condition(&status, "Ready").reason, "Progressing");
+    assert_eq!(condition(&status, "Degraded").reason, "AsExpected");
 }

@@ -62,9 +62,9 @@ impl FakeApiServer {
                 "message": "refused by the fake", "reason": "Refused", "code": code.as_u16()});
             return respond(code, &status);
         }
-        if parts.method == "GET" && path.ends_with("/pods") {
-            // No kubelet behind the fake: the Deployment has no pods.
-            let list = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": []});
+        if parts.method == "GET" && (path.ends_with("/pods") || path.ends_with("/replicasets")) {
+            // No controllers behind the fake: the Deployment has no ReplicaSets and no pods.
+            let list = json!({"kind": "List", "apiVersion": "v1", "metadata": {}, "items": []});
             return respond(StatusCode::OK, &list);
         }
         if parts.method == "GET" {

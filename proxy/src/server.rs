@@ -224,6 +224,7 @@ pub async fn start_on(
         endpoint: endpoint.clone(),
         downstream_auth,
         request_origin: config.request_origin.clone(),
+        max_request_bytes: usize::try_from(config.limits.max_request_bytes).unwrap_or(usize::MAX),
     });
     let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;

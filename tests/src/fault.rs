@@ -18,6 +18,7 @@ mod http;
 pub mod keep_alive;
 pub mod restart;
 pub mod silent;
+mod streamed;
 mod tools;
 
 use std::collections::{HashMap, HashSet};
@@ -92,6 +93,11 @@ pub struct Faults {
     /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
     /// event. `None`: `raw` answers `{}`.
     pub raw_result: Option<String>,
+    /// `tools/call raw` is answered with a text result of this many bytes, made in 64 KiB
+    /// chunks as they are sent and never held whole: a JSON body without `Content-Length` or,
+    /// with `sse_replies`, one SSE event; `u64::MAX` never ends. Takes precedence over
+    /// `raw_result` (issue 39: a reply larger than the proxy's limit).
+    pub streamed_result_bytes: Option<u64>,
     /// `tools/call raw` is answered with HTTP 200 and [`NULL_ID_ERROR`] instead (JSON or, with
     /// `sse_replies`, one SSE event): an error the server could not tie to the request.
     pub null_id_error: bool,

@@ -5,6 +5,7 @@
 //! method set (otherwise `other`). Never a session id, request id, URL or error text.
 
 pub mod auth;
+pub mod limits;
 pub mod stdio;
 
 use std::collections::HashSet;
@@ -126,6 +127,9 @@ pub struct Metrics {
     pub stdio: stdio::StdioMetrics,
     /// The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`).
     pub auth: auth::AuthMetrics,
+    /// The metrics of `limits` (issue 39): replies and subscriptions refused, the proxy's own
+    /// requests in flight.
+    pub limits: limits::LimitMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -383,9 +387,11 @@ impl Metrics {
         }
         let stdio = stdio::StdioMetrics::register(&registry);
         let auth = auth::AuthMetrics::register(&registry);
+        let limits = limits::LimitMetrics::register(&registry);
         Self {
             stdio,
             auth,
+            limits,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

@@ -226,6 +226,7 @@ pub async fn start_on(
         downstream_auth,
         request_origin: config.request_origin.clone(),
         max_request_bytes: usize::try_from(config.limits.max_request_bytes).unwrap_or(usize::MAX),
+        max_listen_uris: usize::try_from(config.limits.max_listen_uris).unwrap_or(usize::MAX),
     });
     let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;
@@ -311,7 +312,13 @@ fn engine(
     Ok(Engine {
         upstream,
         sessions: Arc::new(sessions),
-        subscriptions: Arc::new(Subscriptions::default()),
+        subscriptions: Arc::new(Subscriptions::new(
+            usize::try_from(config.limits.max_subscriptions_per_session).unwrap_or(usize::MAX),
+            crate::transport::upstream::control::OwnRequests::new(
+                usize::try_from(config.limits.max_proxy_requests_in_flight).unwrap_or(16),
+                metrics.limits.own_requests_in_flight.clone(),
+            ),
+        )),
         parked: Default::default(),
         metrics,
         call_budget: budgets.call,

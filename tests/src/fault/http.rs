@@ -226,6 +226,9 @@ async fn request(
     if method == "tools/call" {
         return tools::call(handle.clone(), session, id, params).await;
     }
+    if method == "resources/subscribe" {
+        handle.delay_subscribe().await;
+    }
     let outcome = {
         let mut inner = handle.lock();
         match method {

@@ -23,6 +23,7 @@ use crate::client::sessions::Sessions;
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
 use crate::transport::stdio::{StdioEndpoint, Target};
+use crate::transport::upstream::http::ReplyLimit;
 use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
 };
@@ -228,6 +229,8 @@ pub async fn start_on(
         endpoint: endpoint.clone(),
         downstream_auth,
         request_origin: config.request_origin.clone(),
+        max_request_bytes: usize::try_from(config.limits.max_request_bytes).unwrap_or(usize::MAX),
+        max_listen_uris: usize::try_from(config.limits.max_listen_uris).unwrap_or(usize::MAX),
     });
     let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;
@@ -322,7 +325,13 @@ fn engine(
     Ok(Engine {
         upstream,
         sessions: Arc::new(sessions),
-        subscriptions: Arc::new(Subscriptions::default()),
+        subscriptions: Arc::new(Subscriptions::new(
+            usize::try_from(config.limits.max_subscriptions_per_session).unwrap_or(usize::MAX),
+            crate::transport::upstream::control::OwnRequests::new(
+                usize::try_from(config.limits.max_proxy_requests_in_flight).unwrap_or(16),
+                metrics.limits.own_requests_in_flight.clone(),
+            ),
+        )),
         parked: Default::default(),
         metrics,
         call_budget: budgets.call,
@@ -383,24 +392,32 @@ fn endpoint(
     metrics: &Metrics,
 ) -> Result<Endpoint, StartError> {
     let upstream = &config.upstream;
+    let max_reply_bytes = usize::try_from(config.limits.max_reply_bytes).unwrap_or(usize::MAX);
     let target = match (upstream.transport, &upstream.socket) {
         (Transport::StreamableHttp, _) => {
             let url = upstream.url.as_deref().unwrap_or_default();
             let headers = upstream.resolve_headers(env)?;
-            return Ok(Endpoint::Http(HttpUpstream::new(
-                url,
-                connect_budget,
-                &headers,
-            )?));
+            let limit = ReplyLimit::new(
+                max_reply_bytes,
+                metrics
+                    .limits
+                    .upstream_replies_refused
+                    .with_label_values(&["too_large"]),
+            );
+            return Ok(Endpoint::Http(
+                HttpUpstream::new(url, connect_budget, &headers)?.with_reply_limit(limit),
+            ));
         }
         (Transport::Stdio, Some(socket)) => Target::Socket(socket.into()),
         (Transport::Stdio, None) => Target::Command(upstream.command.clone()),
     };
+    // One stdio line is one reply: `limits.maxReplyBytes` caps `upstream.maxLineBytes`.
     let max_line_bytes = upstream
         .max_line_bytes
         .map_or(crate::transport::stdio::DEFAULT_MAX_LINE_BYTES, |n| {
             usize::try_from(n).unwrap_or(usize::MAX)
-        });
+        })
+        .min(max_reply_bytes);
     let grace = match env(STDIO_GRACE_ENV) {
         None => crate::transport::stdio::DEFAULT_GRACE,
         Some(text) => berth_crds::DurationString::new(&text)

@@ -18,6 +18,7 @@ mod http;
 pub mod keep_alive;
 pub mod restart;
 pub mod silent;
+mod streamed;
 mod tools;
 
 use std::collections::{HashMap, HashSet};
@@ -92,6 +93,14 @@ pub struct Faults {
     /// into the reply as it is (no JSON round trip), as JSON or, with `sse_replies`, as one SSE
     /// event. `None`: `raw` answers `{}`.
     pub raw_result: Option<String>,
+    /// Each `resources/subscribe` is answered after this long (to see how many the client keeps
+    /// in flight at once: [`FaultHandle::most_subscribes_at_once`]).
+    pub subscribe_delay: Duration,
+    /// `tools/call raw` is answered with a text result of this many bytes, made in 64 KiB
+    /// chunks as they are sent and never held whole: a JSON body without `Content-Length` or,
+    /// with `sse_replies`, one SSE event; `u64::MAX` never ends. Takes precedence over
+    /// `raw_result` (issue 39: a reply larger than the proxy's limit).
+    pub streamed_result_bytes: Option<u64>,
     /// `tools/call raw` is answered with HTTP 200 and [`NULL_ID_ERROR`] instead (JSON or, with
     /// `sse_replies`, one SSE event): an error the server could not tie to the request.
     pub null_id_error: bool,
@@ -480,6 +489,23 @@ impl FaultHandle {
         self.lock().received.len()
     }
 
+    /// The most `resources/subscribe` requests being answered at once so far.
+    pub fn most_subscribes_at_once(&self) -> usize {
+        self.lock().subscribes_most
+    }
+
+    /// Holds one `resources/subscribe` for [`Faults::subscribe_delay`], counted as in flight.
+    async fn delay_subscribe(&self) {
+        let delay = {
+            let mut inner = self.lock();
+            inner.subscribes_now += 1;
+            inner.subscribes_most = inner.subscribes_most.max(inner.subscribes_now);
+            inner.faults.subscribe_delay
+        };
+        tokio::time::sleep(delay).await;
+        self.lock().subscribes_now -= 1;
+    }
+
     /// How many received POSTs carried JSON-RPC `method`.
     pub fn count(&self, method: &str) -> usize {
         let inner = self.lock();
@@ -548,6 +574,9 @@ struct Inner {
     cancellations: Vec<Value>,
     deletes: usize,
     delete_requests: Vec<Delete>,
+    /// `resources/subscribe` requests being answered now, and the most at once.
+    subscribes_now: usize,
+    subscribes_most: usize,
 }
 
 impl Inner {
@@ -565,6 +594,8 @@ impl Inner {
             cancellations: Vec::new(),
             deletes: 0,
             delete_requests: Vec::new(),
+            subscribes_now: 0,
+            subscribes_most: 0,
         }
     }
 

@@ -178,7 +178,8 @@ async fn front_oversized_body_and_wrong_media_types_get_json_rpc_errors() {
     let ping = json!({"jsonrpc":"2.0","id":1,"method":"ping"})
         .to_string()
         .into_bytes();
-    let huge = vec![b' '; berth_proxy::front::mcp::MAX_BODY_BYTES + 1];
+    let limit = berth_crds::proxy_config::limits::LimitsSpec::default().max_request_bytes;
+    let huge = vec![b' '; usize::try_from(limit).expect("fits") + 1];
     for (content_type, accept, body, status) in [
         (
             "application/json",

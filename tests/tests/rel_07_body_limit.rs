@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use berth_proxy::front::mcp::MAX_BODY_BYTES;
 use berth_tests::fault::FaultUpstream;
 use berth_tests::proxy::{config, start_ready};
 use serde_json::{Value, json};
@@ -17,6 +16,12 @@ use tokio::net::TcpStream;
 /// How long the proxy gets to answer: far more than a refusal from the headers takes, far less
 /// than the test's patience for a proxy that waits for a body that never comes.
 const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The body limit the tests run with: the default `limits.maxRequestBytes` (4 MiB).
+fn max_body_bytes() -> usize {
+    usize::try_from(berth_crds::proxy_config::limits::LimitsSpec::default().max_request_bytes)
+        .expect("fits")
+}
 
 /// A response read off the wire.
 #[derive(Debug)]
@@ -131,6 +136,11 @@ fn body_start() -> Vec<u8> {
 /// The 413 every refusal of an oversized body is: a JSON-RPC error with id null, and
 /// `Connection: close`.
 fn assert_refused_as_too_large(response: &RawResponse) {
+    assert_refused_over(response, max_body_bytes());
+}
+
+/// As [`assert_refused_as_too_large`], for a body limit of `limit` bytes.
+fn assert_refused_over(response: &RawResponse, limit: usize) {
     assert_eq!(response.status, 413, "{response:?}");
     assert_eq!(response.header("connection"), Some("close"), "{response:?}");
     let body = response.json();
@@ -139,7 +149,7 @@ fn assert_refused_as_too_large(response: &RawResponse) {
     assert_eq!(body["error"]["code"], json!(-32600));
     let message = body["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains(&MAX_BODY_BYTES.to_string()),
+        message.contains(&limit.to_string()) && message.contains("limits.maxRequestBytes"),
         "names the limit: {message}"
     );
 }
@@ -180,12 +190,12 @@ async fn rel_07_oversized_content_length_is_refused_before_the_body_is_sent() {
     let proxy = start_ready(&config(&up.url, "10s")).await;
     let host = proxy.mcp_addr.to_string();
     let mut stream = TcpStream::connect(proxy.mcp_addr).await.expect("connect");
-    let declared = 4 * MAX_BODY_BYTES;
+    let declared = 4 * max_body_bytes();
     let head = post_head(&host, &format!("content-length: {declared}\r\n"));
     stream.write_all(head.as_bytes()).await.expect("send head");
     stream.write_all(&body_start()).await.expect("send 1 KiB");
 
-    // 1 KiB of 64 MiB sent; the answer comes now.
+    // 1 KiB of 16 MiB sent; the answer comes now.
     let response = read_response(&mut stream).await;
     assert_refused_as_too_large(&response);
     // A client that does not watch for early answers sends another MiB first.
@@ -200,7 +210,7 @@ async fn rel_07_expect_continue_with_oversized_length_gets_413_instead_of_100_co
     let proxy = start_ready(&config(&up.url, "10s")).await;
     let host = proxy.mcp_addr.to_string();
     let mut stream = TcpStream::connect(proxy.mcp_addr).await.expect("connect");
-    let length = MAX_BODY_BYTES + 1;
+    let length = max_body_bytes() + 1;
     let head = post_head(
         &host,
         &format!("content-length: {length}\r\nexpect: 100-continue\r\n"),
@@ -230,7 +240,7 @@ async fn rel_07_chunked_body_over_the_limit_gets_413_and_a_clean_close() {
         let mut chunk = format!("{:x}\r\n", 64 * 1024).into_bytes();
         chunk.extend(std::iter::repeat_n(b'x', 64 * 1024));
         chunk.extend_from_slice(b"\r\n");
-        for _ in 0..(2 * MAX_BODY_BYTES) / (64 * 1024) {
+        for _ in 0..(2 * max_body_bytes()) / (64 * 1024) {
             write.write_all(&chunk).await?;
         }
         write.write_all(b"0\r\n\r\n").await?;
@@ -248,5 +258,44 @@ async fn rel_07_chunked_body_over_the_limit_gets_413_and_a_clean_close() {
     let response = parse_response(&bytes);
     assert_refused_as_too_large(&response);
     assert_eq!(client_posts(&up), 0, "nothing reached the upstream");
+    proxy.shutdown().await;
+}
+
+#[tokio::test]
+async fn rel_07_body_limit_from_config_refuses_over_it_and_admits_under_it() {
+    let up = FaultUpstream::start().await;
+    let mut config = config(&up.url, "10s");
+    config.limits.max_request_bytes = 64 * 1024;
+    let proxy = start_ready(&config).await;
+    let host = proxy.mcp_addr.to_string();
+
+    // 96 KiB declared against a 64 KiB limit: refused from the header.
+    let mut stream = TcpStream::connect(proxy.mcp_addr).await.expect("connect");
+    let head = post_head(&host, &format!("content-length: {}\r\n", 96 * 1024));
+    stream.write_all(head.as_bytes()).await.expect("send head");
+    let response = read_response(&mut stream).await;
+    assert_refused_over(&response, 64 * 1024);
+    finish_and_expect_clean_close(&mut stream, 96 * 1024).await;
+
+    // 48 KiB, a whole request under the limit: it reaches the upstream (no session: a 400,
+    // not a 413).
+    let mut body = body_start();
+    body.resize(48 * 1024, b'x');
+    body.extend_from_slice(br#""}}}"#);
+    let mut stream = TcpStream::connect(proxy.mcp_addr).await.expect("connect");
+    let head = post_head(&host, &format!("content-length: {}\r\n", body.len()));
+    stream.write_all(head.as_bytes()).await.expect("send head");
+    stream.write_all(&body).await.expect("send body");
+    let response = read_response(&mut stream).await;
+    assert_eq!(response.status, 400, "{response:?}");
+    let metrics = berth_tests::proxy::scrape(&proxy).await;
+    assert_eq!(
+        berth_tests::proxy::sample(
+            &metrics,
+            r#"berth_proxy_invalid_messages_total{reason="body"}"#
+        ),
+        1.0,
+        "only the refusal over the limit is counted"
+    );
     proxy.shutdown().await;
 }

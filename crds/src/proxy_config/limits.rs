@@ -24,7 +24,8 @@ const MIB: u32 = 1024 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "!has(self.maxConnectionsPerSource) || !has(self.maxConnections) || self.maxConnectionsPerSource <= self.maxConnections", "message": "spec.proxy.limits.maxConnectionsPerSource must be at most spec.proxy.limits.maxConnections"}
+    {"rule": "!has(self.maxConnectionsPerSource) || !has(self.maxConnections) || self.maxConnectionsPerSource <= self.maxConnections", "message": "spec.proxy.limits.maxConnectionsPerSource must be at most spec.proxy.limits.maxConnections"},
+    {"rule": "(has(self.maxListenUris) ? self.maxListenUris : 256) <= (has(self.maxSubscriptionsPerSession) ? self.maxSubscriptionsPerSession : 1024)", "message": "spec.proxy.limits.maxListenUris must be at most spec.proxy.limits.maxSubscriptionsPerSession"}
 ]))]
 pub struct LimitsSpec {
     /// Largest request body a client may POST to the MCP endpoint, in bytes. A larger body is
@@ -99,6 +100,25 @@ pub struct LimitsSpec {
     #[serde(default = "default_audit_field_bytes")]
     #[schemars(with = "i32", range(min = 32, max = 4096))]
     pub audit_field_bytes: u32,
+    /// Most resource URIs one `subscriptions/listen` request (MCP 2026-07-28) may name in
+    /// `notifications.resourceSubscriptions`; a listen naming more is refused with JSON-RPC
+    /// -32602 naming this field, and nothing is subscribed upstream. Default `256`; 1 to 65536,
+    /// at most `maxSubscriptionsPerSession`.
+    #[serde(default = "default_max_listen_uris")]
+    #[schemars(with = "i32", range(min = 1, max = 65536))]
+    pub max_listen_uris: u32,
+    /// Most resource URIs one client session may be subscribed to at once (`resources/subscribe`
+    /// over the shared upstream session, or a `subscriptions/listen`); one more is refused with
+    /// JSON-RPC -32602 naming this field. Default `1024`; 1 to 65536.
+    #[serde(default = "default_max_subscriptions_per_session")]
+    #[schemars(with = "i32", range(min = 1, max = 65536))]
+    pub max_subscriptions_per_session: u32,
+    /// Most requests the proxy sends upstream on its own at once (the `resources/subscribe` and
+    /// `resources/unsubscribe` it makes for its clients' subscriptions); the rest wait their
+    /// turn. Default `16`; 1 to 1024.
+    #[serde(default = "default_max_proxy_requests_in_flight")]
+    #[schemars(with = "i32", range(min = 1, max = 1024))]
+    pub max_proxy_requests_in_flight: u32,
     /// What happens to a `tools/call` while the audit queue is full: `Drop` (default) forwards
     /// the call and drops its audit event, counted in
     /// `berth_proxy_audit_events_dropped_total`; `RefuseCalls` refuses the call with a
@@ -131,6 +151,9 @@ impl Default for LimitsSpec {
             max_token_bytes: default_max_token_bytes(),
             audit_queue_bytes: default_audit_queue_bytes(),
             audit_field_bytes: default_audit_field_bytes(),
+            max_listen_uris: default_max_listen_uris(),
+            max_subscriptions_per_session: default_max_subscriptions_per_session(),
+            max_proxy_requests_in_flight: default_max_proxy_requests_in_flight(),
             audit_on_overflow: AuditOverflow::default(),
         }
     }
@@ -173,7 +196,7 @@ impl LimitsSpec {
         self.header_read_timeout()?;
         self.request_body_timeout()?;
         self.idle_timeout()?;
-        let ranges: [Range; 7] = [
+        let ranges: [Range; 9] = [
             (
                 "limits.maxRequestBytes",
                 self.max_request_bytes,
@@ -196,6 +219,18 @@ impl LimitsSpec {
                 32,
                 4 * KIB,
             ),
+            (
+                "limits.maxSubscriptionsPerSession",
+                self.max_subscriptions_per_session,
+                1,
+                65536,
+            ),
+            (
+                "limits.maxProxyRequestsInFlight",
+                self.max_proxy_requests_in_flight,
+                1,
+                1024,
+            ),
         ];
         for (field, value, min, max) in ranges {
             if !(min..=max).contains(&value) {
@@ -208,6 +243,14 @@ impl LimitsSpec {
                 self.max_connections_per_source,
                 1,
                 self.max_connections,
+            ));
+        }
+        if !(1..=self.max_subscriptions_per_session).contains(&self.max_listen_uris) {
+            return Err(out_of_range(
+                "limits.maxListenUris",
+                self.max_listen_uris,
+                1,
+                self.max_subscriptions_per_session,
             ));
         }
         Ok(())
@@ -267,6 +310,18 @@ fn default_audit_field_bytes() -> u32 {
     256
 }
 
+fn default_max_listen_uris() -> u32 {
+    256
+}
+
+fn default_max_subscriptions_per_session() -> u32 {
+    1024
+}
+
+fn default_max_proxy_requests_in_flight() -> u32 {
+    16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +360,21 @@ mod tests {
                     ..
                 }
             ),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn limits_listen_uris_above_the_session_cap_are_refused_naming_the_field() {
+        let limits = LimitsSpec {
+            max_listen_uris: 2048,
+            ..LimitsSpec::default()
+        };
+        let error = limits
+            .check()
+            .expect_err("listen cap above the session cap");
+        assert!(
+            error.to_string().contains("limits.maxListenUris"),
             "{error}"
         );
     }

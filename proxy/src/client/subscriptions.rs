@@ -4,15 +4,18 @@
 //! upstream when the first client subscribes to a URI and unsubscribes when the last one leaves
 //! (by `resources/unsubscribe` or by its session ending). `notifications/resources/updated`
 //! reaches only the clients subscribed to that URI. After a re-initialization every URI is
-//! subscribed again on the new session.
+//! subscribed again on the new session. A client session holds at most
+//! `limits.maxSubscriptionsPerSession` URIs, and the subscribes and unsubscribes the proxy
+//! sends on its own go through [`OwnRequests`], bounded in flight (issue 39, item 4).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
 use crate::client::sessions::DownstreamSession;
 use crate::transport::upstream::UpstreamSession;
+use crate::transport::upstream::control::OwnRequests;
 use crate::transport::upstream::era::UpstreamEra;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
@@ -23,6 +26,10 @@ use crate::wire::jsonrpc::WireMessage;
 /// `resources/subscribe`: the URI is added to (or removed from) the proxy's
 /// `subscriptions/listen` stream on `upstream`, and the request is always answered here.
 /// `subscriptions` is the proxy's set for the shared upstream session.
+///
+/// # Errors
+/// `Some(Err(_))` when a subscribe would take the session past
+/// `limits.maxSubscriptionsPerSession` (nothing changes; the caller refuses the request).
 pub fn local_answer(
     subscriptions: &Subscriptions,
     session: &DownstreamSession,
@@ -30,7 +37,7 @@ pub fn local_answer(
     id: &Value,
     method: &str,
     body: &WireMessage,
-) -> Option<Answer> {
+) -> Option<Result<Answer, SubscriptionLimit>> {
     let subscribed = match method {
         "resources/subscribe" => true,
         "resources/unsubscribe" => false,
@@ -39,9 +46,9 @@ pub fn local_answer(
     let uri = body.view().get("params")?.get("uri")?.as_str()?;
     let modern = upstream.era() == UpstreamEra::Modern;
     let empty = || {
-        Some(Answer::ok(
+        Some(Ok(Answer::ok(
             json!({ "jsonrpc": "2.0", "id": id, "result": {} }),
-        ))
+        )))
     };
     if session.dedicated().is_some() {
         // PerClient: the client's own upstream session holds its subscriptions.
@@ -52,7 +59,10 @@ pub fn local_answer(
         return None;
     }
     let upstream_changes = if subscribed {
-        subscriptions.add(uri, session.id())
+        match subscriptions.add(uri, session.id()) {
+            Ok(first) => first,
+            Err(limit) => return Some(Err(limit)),
+        }
     } else {
         subscriptions.remove(uri, session.id())
     };
@@ -65,43 +75,123 @@ pub fn local_answer(
     if upstream_changes { None } else { empty() }
 }
 
-/// URI -> ids of the downstream sessions subscribed to it.
-#[derive(Debug, Default)]
+/// A subscribe refused: the session holds `limit` URIs already
+/// (`limits.maxSubscriptionsPerSession`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "resource subscription refused: the session is subscribed to {limit} resources, the most limits.maxSubscriptionsPerSession allows"
+)]
+pub struct SubscriptionLimit {
+    /// The limit.
+    pub limit: usize,
+}
+
+/// URI -> ids of the downstream sessions subscribed to it, with a cap per session and the
+/// sender of the proxy's own subscribes and unsubscribes.
+#[derive(Debug)]
 pub struct Subscriptions {
-    by_uri: Mutex<BTreeMap<String, BTreeSet<String>>>,
+    inner: Mutex<Inner>,
+    max_per_session: usize,
+    own_requests: OwnRequests,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_uri: BTreeMap<String, BTreeSet<String>>,
+    /// How many URIs each session is subscribed to.
+    per_session: HashMap<String, usize>,
+}
+
+impl Inner {
+    fn forget_one(&mut self, session: &str) {
+        if let Some(count) = self.per_session.get_mut(session) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                self.per_session.remove(session);
+            }
+        }
+    }
+}
+
+impl Default for Subscriptions {
+    /// 1024 URIs per session, 16 own requests in flight.
+    fn default() -> Self {
+        Self::new(1024, OwnRequests::default())
+    }
 }
 
 impl Subscriptions {
-    /// Adds `session` to `uri`; returns true when it is the first subscriber (the proxy must
+    /// At most `max_per_session` URIs per session; own requests sent through `own_requests`.
+    pub fn new(max_per_session: usize, own_requests: OwnRequests) -> Self {
+        Self {
+            inner: Mutex::default(),
+            max_per_session,
+            own_requests,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends the proxy's own `messages` (subscribes, unsubscribes) on `upstream`, bounded in
+    /// flight ([`OwnRequests::send_all`]).
+    pub fn send_all(&self, upstream: Arc<UpstreamSession>, messages: Vec<WireMessage>) {
+        self.own_requests.send_all(upstream, messages);
+    }
+
+    /// Adds `session` to `uri`; `Ok(true)` when it is the first subscriber (the proxy must
     /// subscribe upstream).
-    pub fn add(&self, uri: &str, session: &str) -> bool {
-        let mut by_uri = self.by_uri.lock().unwrap_or_else(|e| e.into_inner());
-        let subscribers = by_uri.entry(uri.to_owned()).or_default();
+    ///
+    /// # Errors
+    /// [`SubscriptionLimit`] when `session` holds `limits.maxSubscriptionsPerSession` URIs
+    /// already and `uri` is not one of them; nothing changes.
+    pub fn add(&self, uri: &str, session: &str) -> Result<bool, SubscriptionLimit> {
+        let mut inner = self.lock();
+        let held = inner.per_session.get(session).copied().unwrap_or(0);
+        let already = inner
+            .by_uri
+            .get(uri)
+            .is_some_and(|subscribers| subscribers.contains(session));
+        if already {
+            return Ok(false);
+        }
+        if held >= self.max_per_session {
+            return Err(SubscriptionLimit {
+                limit: self.max_per_session,
+            });
+        }
+        *inner.per_session.entry(session.to_owned()).or_default() += 1;
+        let subscribers = inner.by_uri.entry(uri.to_owned()).or_default();
         let first = subscribers.is_empty();
         subscribers.insert(session.to_owned());
-        first
+        Ok(first)
     }
 
     /// Removes `session` from `uri`; returns true when no subscriber is left (the proxy must
     /// unsubscribe upstream).
     pub fn remove(&self, uri: &str, session: &str) -> bool {
-        let mut by_uri = self.by_uri.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(subscribers) = by_uri.get_mut(uri) else {
+        let mut inner = self.lock();
+        let Some(subscribers) = inner.by_uri.get_mut(uri) else {
             return false;
         };
         let removed = subscribers.remove(session);
         let last = removed && subscribers.is_empty();
         if subscribers.is_empty() {
-            by_uri.remove(uri);
+            inner.by_uri.remove(uri);
+        }
+        if removed {
+            inner.forget_one(session);
         }
         last
     }
 
     /// Removes `session` from every URI; returns the URIs left without subscribers.
     pub fn remove_session(&self, session: &str) -> Vec<String> {
-        let mut by_uri = self.by_uri.lock().unwrap_or_else(|e| e.into_inner());
+        let mut inner = self.lock();
+        inner.per_session.remove(session);
         let mut emptied = Vec::new();
-        by_uri.retain(|uri, subscribers| {
+        inner.by_uri.retain(|uri, subscribers| {
             if subscribers.remove(session) && subscribers.is_empty() {
                 emptied.push(uri.clone());
             }
@@ -112,8 +202,8 @@ impl Subscriptions {
 
     /// Sessions subscribed to `uri`.
     pub fn subscribers(&self, uri: &str) -> Vec<String> {
-        let by_uri = self.by_uri.lock().unwrap_or_else(|e| e.into_inner());
-        by_uri
+        self.lock()
+            .by_uri
             .get(uri)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
@@ -121,8 +211,7 @@ impl Subscriptions {
 
     /// Every subscribed URI.
     pub fn uris(&self) -> Vec<String> {
-        let by_uri = self.by_uri.lock().unwrap_or_else(|e| e.into_inner());
-        by_uri.keys().cloned().collect()
+        self.lock().by_uri.keys().cloned().collect()
     }
 }
 
@@ -133,9 +222,9 @@ mod tests {
     #[test]
     fn first_subscriber_and_last_leaver_reach_upstream() {
         let s = Subscriptions::default();
-        assert!(s.add("file:///a", "d1"));
+        assert_eq!(s.add("file:///a", "d1"), Ok(true));
         assert!(
-            !s.add("file:///a", "d2"),
+            !s.add("file:///a", "d2").expect("under the cap"),
             "second subscriber is answered locally"
         );
         assert!(!s.remove("file:///a", "d1"), "d2 still subscribed");
@@ -147,10 +236,28 @@ mod tests {
     #[test]
     fn ending_a_session_releases_its_uris() {
         let s = Subscriptions::default();
-        s.add("u1", "d1");
-        s.add("u2", "d1");
-        s.add("u2", "d2");
+        for (uri, session) in [("u1", "d1"), ("u2", "d1"), ("u2", "d2")] {
+            s.add(uri, session).expect("under the cap");
+        }
         assert_eq!(s.remove_session("d1"), ["u1"]);
         assert_eq!(s.uris(), ["u2"]);
+    }
+
+    #[test]
+    fn subscriptions_past_the_session_cap_are_refused_and_freed_by_removal() {
+        let s = Subscriptions::new(2, OwnRequests::default());
+        assert_eq!(s.add("u1", "d1"), Ok(true));
+        assert_eq!(s.add("u2", "d1"), Ok(true));
+        assert_eq!(
+            s.add("u2", "d1"),
+            Ok(false),
+            "a URI held already is not counted twice"
+        );
+        assert_eq!(s.add("u3", "d1"), Err(SubscriptionLimit { limit: 2 }));
+        assert_eq!(s.add("u3", "d2"), Ok(true), "the cap is per session");
+        assert!(s.remove("u1", "d1"));
+        assert_eq!(s.add("u3", "d1"), Ok(false));
+        s.remove_session("d1");
+        assert_eq!(s.add("u4", "d1"), Ok(true));
     }
 }

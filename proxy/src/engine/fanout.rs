@@ -176,15 +176,20 @@ fn resubscribe(fanout: &Fanout, session: &Arc<crate::transport::upstream::Upstre
         }
         return;
     }
-    for uri in fanout.subscriptions.uris() {
-        let message = json!({
-            "jsonrpc": "2.0",
-            "id": session.next_request_id(),
-            "method": "resources/subscribe",
-            "params": { "uri": uri },
-        });
-        crate::transport::upstream::control::send_in_background(Arc::clone(session), message);
-    }
+    let messages = fanout
+        .subscriptions
+        .uris()
+        .into_iter()
+        .map(|uri| {
+            WireMessage::from(json!({
+                "jsonrpc": "2.0",
+                "id": session.next_request_id(),
+                "method": "resources/subscribe",
+                "params": { "uri": uri },
+            }))
+        })
+        .collect();
+    fanout.subscriptions.send_all(Arc::clone(session), messages);
 }
 
 /// What delivers a dedicated (`PerClient`) upstream session's standalone messages to `client`,

@@ -17,8 +17,8 @@ use crate::client::sessions::Sessions;
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
 use crate::transport::upstream::Upstream;
-use crate::transport::upstream::control::send_in_background;
 use crate::transport::upstream::era::UpstreamEra;
+use crate::wire::jsonrpc::WireMessage;
 
 /// What the call engine runs on, shared by every request.
 pub struct Engine {
@@ -59,20 +59,22 @@ impl Engine {
             self.metrics
                 .downstream_sessions
                 .set(self.sessions.len() as i64);
-            for uri in self.subscriptions.remove_session(id) {
-                if let Some(upstream) = self.upstream.current() {
+            let emptied = self.subscriptions.remove_session(id);
+            if let (false, Some(upstream)) = (emptied.is_empty(), self.upstream.current()) {
+                let mut messages = Vec::new();
+                for uri in emptied {
                     if upstream.era() == UpstreamEra::Modern {
                         upstream.set_listen_uri(&uri, false);
                         continue;
                     }
-                    let message = serde_json::json!({
+                    messages.push(WireMessage::from(serde_json::json!({
                         "jsonrpc": "2.0",
                         "id": upstream.next_request_id(),
                         "method": "resources/unsubscribe",
                         "params": { "uri": uri },
-                    });
-                    send_in_background(upstream, message);
+                    })));
                 }
+                self.subscriptions.send_all(upstream, messages);
             }
         }
         existed

@@ -41,13 +41,13 @@ use crate::observe::telemetry;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
-pub use body::MAX_BODY_BYTES;
 use refusal::{refused, unknown_session};
 use session::{live_session, session_header};
 pub use state::Front;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.
 pub fn router(proxy: Arc<Front>) -> Router {
+    let max_request_bytes = proxy.max_request_bytes;
     Router::new()
         .route(
             berth_crds::MCP_PATH,
@@ -56,7 +56,7 @@ pub fn router(proxy: Arc<Front>) -> Router {
                 .delete(bodiless::handle_delete)
                 .head(head_not_allowed),
         )
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(max_request_bytes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&proxy),
             admit,
@@ -97,7 +97,7 @@ async fn handle_post(State(proxy): State<Arc<Front>>, request: Request) -> Respo
         .get::<Principal>()
         .cloned()
         .map(Arc::new);
-    match body::read(&proxy.engine.metrics, request).await {
+    match body::read(&proxy.engine.metrics, proxy.max_request_bytes, request).await {
         Ok((headers, body)) => client_message(&proxy, &headers, &body, caller)
             .await
             .into_response(),

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod connections;
+pub mod limits;
 pub mod stdio;
 
 use std::collections::HashSet;
@@ -134,6 +135,9 @@ pub struct Metrics {
     pub auth: auth::AuthMetrics,
     /// The listeners' connection caps and read deadlines (issue 39).
     pub connections: connections::ConnectionMetrics,
+    /// The metrics of `limits` (issue 39): replies and subscriptions refused, the proxy's own
+    /// requests in flight.
+    pub limits: limits::LimitMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -401,10 +405,12 @@ impl Metrics {
         let stdio = stdio::StdioMetrics::register(&registry);
         let auth = auth::AuthMetrics::register(&registry);
         let connections = connections::ConnectionMetrics::register(&registry);
+        let limits = limits::LimitMetrics::register(&registry);
         Self {
             stdio,
             auth,
             connections,
+            limits,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

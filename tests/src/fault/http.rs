@@ -190,10 +190,18 @@ async fn request(
 ) -> Response {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     if method == "tools/call" && params["name"] == "raw" {
-        let (result, null_id) = {
+        let (result, null_id, streamed, sse) = {
             let faults = &handle.lock().faults;
-            (faults.raw_result.clone(), faults.null_id_error)
+            (
+                faults.raw_result.clone(),
+                faults.null_id_error,
+                faults.streamed_result_bytes,
+                faults.sse_replies,
+            )
         };
+        if let Some(bytes) = streamed {
+            return super::streamed::reply(&id, bytes, sse);
+        }
         if null_id {
             return raw_reply(handle, super::NULL_ID_ERROR.to_owned());
         }
@@ -217,6 +225,9 @@ async fn request(
     }
     if method == "tools/call" {
         return tools::call(handle.clone(), session, id, params).await;
+    }
+    if method == "resources/subscribe" {
+        handle.delay_subscribe().await;
     }
     let outcome = {
         let mut inner = handle.lock();

@@ -385,7 +385,7 @@ pub(super) fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
     }
     let message = match error {
         // Sizes only: no upstream internals reach the client.
-        UpstreamError::TooLong { .. } => error.to_string(),
+        UpstreamError::TooLong { .. } | UpstreamError::TooLarge { .. } => error.to_string(),
         _ => "upstream MCP server failed to answer".to_owned(),
     };
     let answer = call.error(

@@ -166,7 +166,21 @@ pub(super) fn answer_locally(
         method,
         body,
     ) {
-        Some(answer) => Err(Early::Answered(answer)),
+        Some(Ok(answer)) => Err(Early::Answered(answer)),
+        Some(Err(limit)) => {
+            engine
+                .metrics
+                .limits
+                .subscriptions_refused
+                .with_label_values(&["max_subscriptions_per_session"])
+                .inc();
+            Err(Refusal::new(
+                Outcome::Rejected,
+                jsonrpc::INVALID_PARAMS,
+                limit.to_string(),
+            )
+            .into())
+        }
         None => Ok(()),
     }
 }

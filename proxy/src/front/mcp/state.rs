@@ -37,4 +37,8 @@ pub struct Front {
     pub downstream_auth: Option<DownstreamAuth>,
     /// `requestOrigin`: the `Origin` and `Host` values the MCP endpoint accepts.
     pub request_origin: RequestOriginSpec,
+    /// `limits.maxRequestBytes`: the largest POST body, in bytes; a larger one gets 413.
+    pub max_request_bytes: usize,
+    /// `limits.maxListenUris`: the most resource URIs one `subscriptions/listen` may name.
+    pub max_listen_uris: usize,
 }

@@ -49,19 +49,29 @@ pub enum UpstreamError {
     /// A stdio host refused the connection (its `--max-children` reached).
     #[error("stdio host refused the connection: {0}")]
     Refused(String),
-    /// A stdio reply line was longer than `upstream.maxLineBytes`.
-    #[error("upstream reply of {bytes} bytes exceeds upstream.maxLineBytes ({limit} bytes)")]
+    /// A stdio reply line was longer than the stdio line limit: `upstream.maxLineBytes`, at
+    /// most `limits.maxReplyBytes`.
+    #[error(
+        "upstream reply of {bytes} bytes exceeds the stdio line limit of {limit} bytes (upstream.maxLineBytes, at most limits.maxReplyBytes)"
+    )]
     TooLong {
         /// Length of the line.
         bytes: u64,
         /// The limit.
         limit: usize,
     },
+    /// An HTTP reply (a JSON body, or one SSE event) was larger than `limits.maxReplyBytes`;
+    /// it was not read further (issue 39).
+    #[error("upstream reply exceeds limits.maxReplyBytes ({limit} bytes)")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
 }
 
 impl UpstreamError {
     /// Bounded kind label: `config`, `encode`, `send`, `read`, `session_lost`, `status`,
-    /// `malformed`, `handshake`, `spawn`, `gone`, `refused`, `too_long`.
+    /// `malformed`, `handshake`, `spawn`, `gone`, `refused`, `too_long`, `too_large`.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config(_) => "config",
@@ -76,6 +86,7 @@ impl UpstreamError {
             Self::Gone(_) => "gone",
             Self::Refused(_) => "refused",
             Self::TooLong { .. } => "too_long",
+            Self::TooLarge { .. } => "too_large",
         }
     }
 }

@@ -5,6 +5,7 @@
 //! § Session Management). No timeout lives here: callers enforce every budget around these
 //! futures, so a black-holed upstream cannot stretch them (README.md "Why it exists", failure 4).
 
+mod bounded;
 pub(super) mod client;
 mod target;
 
@@ -15,9 +16,9 @@ use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
-use http_body_util::{BodyDataStream, BodyExt};
-use sse_stream::SseByteStream;
+use http_body_util::BodyExt;
 
+pub use self::bounded::ReplyLimit;
 pub use self::client::HttpError;
 use self::client::{Body, Client};
 use self::target::Target;
@@ -49,6 +50,7 @@ pub struct HttpUpstream {
     client: Client,
     target: Arc<Target>,
     era: Arc<super::era::EraCache>,
+    reply_limit: ReplyLimit,
 }
 
 /// Shows the URL as [`HttpUpstream::shown_url`] does.
@@ -85,7 +87,16 @@ impl HttpUpstream {
             client,
             target: Arc::new(target),
             era: Arc::default(),
+            reply_limit: ReplyLimit::default(),
         })
+    }
+
+    /// The same upstream with `limit` on each reply (`limits.maxReplyBytes`; default 16 MiB): a
+    /// JSON body or one SSE event over it fails the request with [`UpstreamError::TooLarge`].
+    #[must_use]
+    pub fn with_reply_limit(mut self, limit: ReplyLimit) -> Self {
+        self.reply_limit = limit;
+        self
     }
 
     /// A request to the endpoint: `headers`, then each configured header the request does not
@@ -135,7 +146,9 @@ impl HttpUpstream {
     /// [`UpstreamError::SessionLost`] when `session` was sent and the upstream answered 404, or
     /// 400 with a body that speaks of the session (the Node SDK's answer for an unknown session);
     /// [`UpstreamError::Status`] for any other non-2xx; [`UpstreamError::Send`] when the request
-    /// could not be sent; [`UpstreamError::Malformed`] for an unusable body.
+    /// could not be sent; [`UpstreamError::Malformed`] for an unusable body;
+    /// [`UpstreamError::TooLarge`] for a JSON body over the reply limit (an SSE event over it
+    /// ends the reply's stream with that error).
     ///
     /// # Cancellation
     /// Cancel-safe: dropping the future abandons the HTTP request.
@@ -260,12 +273,14 @@ impl HttpUpstream {
             );
             Ok((Reply::Stream(stream), session_id))
         } else if starts_with_ignoring_case(content_type(), "application/json") {
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(UpstreamError::Read)?
-                .to_bytes();
+            let declared = response
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.trim().parse().ok());
+            let bytes = self
+                .reply_limit
+                .json_body(response.into_body(), declared)
+                .await?;
             let value = WireMessage::parse_unambiguous(&bytes)
                 .map_err(|e| UpstreamError::Malformed(format!("unusable JSON body: {e}")))?;
             Ok((Reply::Json(value), session_id))
@@ -295,7 +310,7 @@ impl HttpUpstream {
         Ok(self
             .get_response(session, protocol_version, last_event_id)
             .await?
-            .map(sse_events))
+            .map(|response| sse_events(&self.reply_limit, response)))
     }
 
     /// As [`Self::get`], the response unparsed.
@@ -375,7 +390,13 @@ impl super::resume::Reopen for HttpUpstream {
     ) -> futures::future::BoxFuture<'a, Result<Option<Response>, UpstreamError>> {
         Box::pin(self.get_response(session, protocol_version, Some(last_event_id)))
     }
+
+    fn reply_limit(&self) -> &ReplyLimit {
+        &self.reply_limit
+    }
 }
+
+pub(super) use self::bounded::sse_events as bounded_sse_events;
 
 /// Sets `MCP-Protocol-Version`, the negotiated revision: sent on every request after
 /// `initialize`, with or without a session (a server without sessions needs it as much).
@@ -419,14 +440,19 @@ async fn error_body(response: Response) -> String {
 }
 
 /// Turns an SSE response into `(event id, JSON-RPC message)` pairs, skipping events without
-/// data; an event whose data is not JSON is logged and skipped (the stream stays usable).
+/// data; an event whose data is not JSON is logged and skipped (the stream stays usable). An
+/// event over `limit` ends the stream with [`UpstreamError::TooLarge`].
 fn sse_events(
+    limit: &ReplyLimit,
     response: Response,
 ) -> BoxStream<'static, Result<(Option<String>, WireMessage), UpstreamError>> {
-    SseByteStream::new(BodyDataStream::new(response.into_body()))
-        .filter_map(|event| async move {
+    let limit = limit.clone();
+    bounded::sse_events(&limit, response.into_body())
+        .filter_map(move |event| {
+            let limit = limit.clone();
+            async move {
             match event {
-                Err(e) => Some(Err(UpstreamError::Malformed(format!("broken SSE stream: {e}")))),
+                Err(e) => Some(Err(limit.sse_error(&e))),
                 Ok(sse) => {
                     let data = sse.data.as_deref().map(str::trim).filter(|d| !d.is_empty())?;
                     match WireMessage::parse_unambiguous(data.as_bytes()) {
@@ -437,6 +463,7 @@ fn sse_events(
                         }
                     }
                 }
+            }
             }
         })
         .boxed()

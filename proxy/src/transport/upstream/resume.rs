@@ -13,9 +13,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use sse_stream::SseByteStream;
 
 use super::UpstreamError;
+use super::http::ReplyLimit;
 use super::http::client::Body;
 use crate::wire::jsonrpc::WireMessage;
 
@@ -36,6 +36,9 @@ pub(super) trait Reopen: Send + Sync + 'static {
         protocol_version: &'a str,
         last_event_id: &'a str,
     ) -> BoxFuture<'a, Result<Option<Response>, UpstreamError>>;
+
+    /// The limit on each event of a re-opened stream.
+    fn reply_limit(&self) -> &ReplyLimit;
 }
 
 /// Most resumptions of one call's stream (each needs an event id the upstream sent since the
@@ -46,7 +49,7 @@ const DEFAULT_RETRY_MS: u64 = 100;
 /// Longest `retry` honored; the relay's deadline ends the call sooner anyway.
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
-type Events = BoxStream<'static, Result<sse_stream::Sse, String>>;
+type Events = BoxStream<'static, Result<sse_stream::Sse, UpstreamError>>;
 
 struct State {
     http: Box<dyn Reopen>,
@@ -64,18 +67,20 @@ struct State {
 /// The JSON-RPC messages of a call's SSE `response`, the stream resumed with `GET` and
 /// `Last-Event-ID` whenever it ends (or breaks) before a response, if the upstream gave event
 /// ids and the call is on a session. Events without data are skipped; an event whose data is
-/// not JSON ends the stream with [`UpstreamError::Malformed`].
+/// not JSON ends the stream with [`UpstreamError::Malformed`]; an event over the reply limit
+/// ends it with [`UpstreamError::TooLarge`], without a resumption.
 pub(super) fn call_stream(
     http: impl Reopen,
     session: Option<String>,
     protocol_version: Option<String>,
     response: Response,
 ) -> BoxStream<'static, Result<WireMessage, UpstreamError>> {
+    let events = events(http.reply_limit(), response);
     let state = State {
         http: Box::new(http),
         session,
         protocol_version,
-        events: Some(events(response)),
+        events: Some(events),
         last_id: None,
         progressed: false,
         retry: Duration::from_millis(DEFAULT_RETRY_MS),
@@ -85,9 +90,10 @@ pub(super) fn call_stream(
     futures::stream::unfold(state, next).boxed()
 }
 
-fn events(response: Response) -> Events {
-    SseByteStream::new(http_body_util::BodyDataStream::new(response.into_body()))
-        .map(|event| event.map_err(|e| e.to_string()))
+fn events(limit: &ReplyLimit, response: Response) -> Events {
+    let limit = limit.clone();
+    super::http::bounded_sse_events(&limit, response.into_body())
+        .map(move |event| event.map_err(|e| limit.sse_error(&e)))
         .boxed()
 }
 
@@ -120,15 +126,16 @@ async fn next(mut state: State) -> Option<(Result<WireMessage, UpstreamError>, S
                     }
                 }
             }
+            Some(Err(error @ UpstreamError::TooLarge { .. })) => {
+                state.events = None;
+                return Some((Err(error), state));
+            }
             Some(Err(error)) => Some(error),
             None => None,
         };
         if !resume(&mut state).await {
             state.events = None;
-            return broken.map(|error| {
-                let error = UpstreamError::Malformed(format!("broken SSE stream: {error}"));
-                (Err(error), state)
-            });
+            return broken.map(|error| (Err(error), state));
         }
     }
 }
@@ -148,7 +155,7 @@ async fn resume(state: &mut State) -> bool {
     match state.http.reopen(session, version, last_id).await {
         Ok(Some(response)) => {
             tracing::debug!(last_event_id = %last_id, "resumed a call's SSE stream with GET");
-            state.events = Some(events(response));
+            state.events = Some(events(state.http.reply_limit(), response));
             true
         }
         Ok(None) | Err(_) => false,

@@ -18,6 +18,7 @@ use crate::client::sessions::DownstreamSession;
 use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
+use crate::wire::outcome::Outcome;
 
 /// `_meta` key tagging every message of a subscription.
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
@@ -86,7 +87,9 @@ impl Filter {
     }
 }
 
-/// Opens the listen stream of request `id` on `session` (request-scoped, not yet stored).
+/// Opens the listen stream of request `id` on `session` (request-scoped, not yet stored). A
+/// listen naming more resource URIs than `limits.maxListenUris` is refused (HTTP 200, -32602
+/// naming the limit, outcome `rejected`) before anything is stored or subscribed (issue 39).
 pub fn open(
     proxy: &Arc<Front>,
     session: Arc<DownstreamSession>,
@@ -95,6 +98,9 @@ pub fn open(
     capabilities: &Value,
 ) -> Answer {
     let filter = Filter::honored(body.at("/params/notifications"), capabilities);
+    if filter.uris.len() > proxy.max_listen_uris {
+        return too_many_uris(proxy, &id, filter.uris.len());
+    }
     proxy.engine.sessions.register(Arc::clone(&session));
     let (mut server_messages, _) = session.open_standalone();
     if let Some(dedicated) = session.dedicated() {
@@ -152,29 +158,76 @@ pub fn open(
     Answer::Stream(stream)
 }
 
+/// The refusal of a listen naming `count` URIs, over `limits.maxListenUris`: counted, and
+/// answered under the request's id.
+fn too_many_uris(proxy: &Front, id: &Value, count: usize) -> Answer {
+    let metrics = &proxy.engine.metrics;
+    metrics
+        .limits
+        .subscriptions_refused
+        .with_label_values(&["max_listen_uris"])
+        .inc();
+    metrics.record(
+        "subscriptions/listen",
+        None,
+        Outcome::Rejected,
+        std::time::Duration::ZERO,
+        crate::observe::metrics::Era::Modern,
+    );
+    let limit = proxy.max_listen_uris;
+    Answer::error_with_data(
+        axum::http::StatusCode::OK,
+        id,
+        crate::wire::jsonrpc::INVALID_PARAMS,
+        &format!(
+            "subscriptions/listen names {count} resource URIs, more than limits.maxListenUris ({limit})"
+        ),
+        json!({"outcome": Outcome::Rejected.as_label(), "limit": "maxListenUris", "max": limit}),
+    )
+}
+
 /// Subscribes `uris` upstream for `session`: on its own upstream session (`PerClient`), or on
 /// the shared one when it is the first subscriber of a URI; `resources/subscribe` for a legacy
-/// upstream, the proxy's listen stream for a modern one.
+/// upstream (sent bounded in flight, `limits.maxProxyRequestsInFlight`), the proxy's listen
+/// stream for a modern one. A URI past `limits.maxSubscriptionsPerSession` is not subscribed.
 fn subscribe(proxy: &Front, session: &DownstreamSession, uris: &[String]) {
+    let subscriptions = &proxy.engine.subscriptions;
+    let Some(upstream) = (match session.dedicated() {
+        Some(dedicated) => Some(dedicated.current()),
+        None => proxy.engine.upstream.current(),
+    }) else {
+        return;
+    };
+    let modern = upstream.era() == crate::transport::upstream::era::UpstreamEra::Modern;
+    let mut messages = Vec::new();
     for uri in uris {
-        let upstream = match session.dedicated() {
-            Some(dedicated) => Some(dedicated.current()),
-            None if proxy.engine.subscriptions.add(uri, session.id()) => {
-                proxy.engine.upstream.current()
+        if session.dedicated().is_none() {
+            match subscriptions.add(uri, session.id()) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(limit) => {
+                    proxy
+                        .engine
+                        .metrics
+                        .limits
+                        .subscriptions_refused
+                        .with_label_values(&["max_subscriptions_per_session"])
+                        .inc();
+                    tracing::warn!(error = %limit, "subscriptions/listen cut at the session's limit");
+                    break;
+                }
             }
-            None => None,
-        };
-        let Some(upstream) = upstream else {
-            continue;
-        };
-        if upstream.era() == crate::transport::upstream::era::UpstreamEra::Modern {
+        }
+        if modern {
             upstream.set_listen_uri(uri, true);
             continue;
         }
-        let message = json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
-            "method": "resources/subscribe", "params": {"uri": uri}});
-        crate::transport::upstream::control::send_in_background(upstream, message);
+        messages.push(WireMessage::from(
+            json!({"jsonrpc": "2.0", "id": upstream.next_request_id(),
+                "method": "resources/subscribe", "params": {"uri": uri}}),
+        ));
     }
+    subscriptions.send_all(upstream, messages);
 }
 
 /// Adds the subscription id to the notification's `params._meta`, replacing the one a modern

@@ -193,6 +193,7 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             session_key_env: None,
             request_origin: Default::default(),
             audit: Default::default(),
+            limits: Default::default(),
         },
         (None, None) => {
             anyhow::bail!("one of --config, --upstream-url or --upstream-command is required")

@@ -18,7 +18,7 @@ use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::audit::Auditor;
+use crate::client::audit::{AuditLimits, Auditor};
 use crate::client::sessions::Sessions;
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
@@ -303,7 +303,12 @@ fn engine(
     let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
         .map_err(StartError::Policy)?;
     let auditor = match config.audit {
-        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
+        AuditLog::Stdout => Auditor::stdout(
+            env(MCP_UPSTREAM_ENV),
+            AuditLimits::of(&config.limits),
+            metrics.audit.clone(),
+        )
+        .map_err(StartError::Audit)?,
         AuditLog::Off => Auditor::off(),
     };
     Ok(Engine {

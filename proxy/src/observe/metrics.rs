@@ -4,6 +4,7 @@
 //! discovered tool list (at most [`MAX_TOOL_LABELS`], otherwise `other`), methods from the MCP
 //! method set (otherwise `other`). Never a session id, request id, URL or error text.
 
+pub mod audit;
 pub mod auth;
 pub mod stdio;
 
@@ -126,6 +127,8 @@ pub struct Metrics {
     pub stdio: stdio::StdioMetrics,
     /// The OAuth resource server's metrics (`berth_proxy_jwks_fetches_total`).
     pub auth: auth::AuthMetrics,
+    /// The audit log's metrics (`berth_proxy_audit_events_dropped_total`).
+    pub audit: audit::AuditMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -383,9 +386,11 @@ impl Metrics {
         }
         let stdio = stdio::StdioMetrics::register(&registry);
         let auth = auth::AuthMetrics::register(&registry);
+        let audit = audit::AuditMetrics::register(&registry);
         Self {
             stdio,
             auth,
+            audit,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

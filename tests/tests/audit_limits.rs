@@ -235,3 +235,36 @@ async fn audit_full_queue_drop_forwards_the_call_and_counts_the_event() {
         "the call's event dropped and counted: {metrics}"
     );
 }
+
+/// `{"rows": [{"id": 0, "name": "row 0", "tags": ["a", "b"]}, …]}` of about `bytes` bytes.
+fn big_arguments(bytes: usize) -> Value {
+    let row = |n: usize| json!({"id": n, "name": format!("row {n}"), "tags": ["a", "b"]});
+    let per_row = row(0).to_string().len() + 4;
+    json!({ "rows": (0..bytes / per_row).map(row).collect::<Vec<_>>() })
+}
+
+#[tokio::test]
+async fn audit_digest_of_a_big_call_builds_no_json_tree() {
+    let upstream = FaultUpstream::start().await;
+    let client = http_client();
+    let limits = LimitsSpec {
+        max_request_bytes: 16 << 20,
+        ..LimitsSpec::default()
+    };
+    let (proxy, _stdout, _dir) = start(&upstream.url, limits, &client).await;
+    let session = open_session(&proxy.mcp_url).await;
+    let body = call(json!(6), "nope", big_arguments(7_050_000));
+    let before = proxy.status_kib("VmHWM").expect("VmHWM");
+    let reply = post_raw(&proxy.mcp_url, Some(&session), &body).await;
+    assert_eq!(reply.last()["id"], 6, "{}", reply.text);
+    let after = proxy.status_kib("VmHWM").expect("VmHWM");
+    let rise_mib = (after.saturating_sub(before)) / 1024;
+    eprintln!(
+        "one {:.1} MiB tools/call, audit on: peak RSS (VmHWM) {before} KiB -> {after} KiB, +{rise_mib} MiB",
+        body.len() as f64 / f64::from(1 << 20)
+    );
+    assert!(
+        rise_mib < 64,
+        "the digest costs no JSON tree: VmHWM rose {rise_mib} MiB"
+    );
+}

@@ -22,6 +22,7 @@
 //! to `limits.auditFieldBytes` ([`field`]). Issue 39, item 6.
 
 pub mod batched;
+pub mod digest;
 pub mod field;
 
 use std::borrow::Cow;
@@ -37,7 +38,7 @@ use batched::{BatchedWriter, QueueError};
 
 use crate::access::auth::Principal;
 use crate::observe::metrics::audit::AuditMetrics;
-use crate::wire::jsonrpc::{Pointer as _, WireMessage};
+use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
 
 /// How long the writer thread gathers lines after writing a batch: a line reaches stdout at
@@ -107,7 +108,8 @@ pub struct CallFacts {
     pub caller: Option<Arc<Principal>>,
     /// The tool named in `params.name`.
     pub tool: Option<String>,
-    /// [`arguments_digest`] of `params.arguments`; `None` when the call has none.
+    /// [`digest::of_text`] of `params.arguments`; `None` when the call has none, and for a
+    /// call the front refused before the call engine (no digest is computed for it).
     pub arguments_sha256: Option<String>,
 }
 
@@ -119,16 +121,23 @@ impl CallFacts {
         caller: Option<Arc<Principal>>,
         body: &WireMessage,
     ) -> Self {
-        // Read through the envelope, and only the arguments parsed (issue 14); arguments a
-        // `Value` cannot hold are digested as the message's view holds them.
-        let arguments = body.member_text(&["params", "arguments"]).map(|text| {
-            serde_json::from_str::<Value>(text).unwrap_or_else(|_| {
-                body.view()
-                    .at("/params/arguments")
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            })
-        });
+        // Read through the envelope, and the arguments digested from their text without a
+        // `Value` (issue 39).
+        let mut facts = Self::unhashed(session_id, request_id, caller, body);
+        facts.arguments_sha256 = body
+            .member_text(&["params", "arguments"])
+            .map(digest::of_text);
+        facts
+    }
+
+    /// As [`CallFacts::of`] without the arguments digest: for a call refused before it
+    /// reached the call engine, which costs no digest (issue 39).
+    pub fn unhashed(
+        session_id: Option<&str>,
+        request_id: &Value,
+        caller: Option<Arc<Principal>>,
+        body: &WireMessage,
+    ) -> Self {
         Self {
             session_id: session_id.map(str::to_owned),
             request_id: request_id.clone(),
@@ -136,7 +145,7 @@ impl CallFacts {
             tool: body
                 .member_str(&["params", "name"])
                 .map(std::borrow::Cow::into_owned),
-            arguments_sha256: arguments.as_ref().map(arguments_digest),
+            arguments_sha256: None,
         }
     }
 }
@@ -271,8 +280,8 @@ impl Auditor {
 
     /// Writes the line of a `tools/call` the front refused before the call was handled (its
     /// session unknown, missing or another identity's; its params or headers malformed):
-    /// outcome `rejected`, with the session id the request named. Any other message writes
-    /// nothing.
+    /// outcome `rejected`, with the session id the request named, and no arguments digest (a
+    /// refusal costs no digest). Any other message writes nothing.
     pub fn refused_tool_call(
         &self,
         message: &WireMessage,
@@ -284,7 +293,7 @@ impl Auditor {
             return;
         }
         let request_id = message.member_value(&["id"]).unwrap_or(Value::Null);
-        let facts = CallFacts::of(session_id, &request_id, caller.cloned(), message);
+        let facts = CallFacts::unhashed(session_id, &request_id, caller.cloned(), message);
         self.tool_call(&facts, Outcome::Rejected, duration);
     }
 

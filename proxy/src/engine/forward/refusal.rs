@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::access::auth::Principal;
 use crate::access::auth::grants::Grants;
 use crate::access::rate_limits::RateLimits;
+use crate::observe::escaped::Escaped;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
@@ -139,8 +140,8 @@ pub(super) fn shape(
 pub(super) fn denied(tool: &str, caller: Option<&Principal>, session_id: &str) -> Refusal {
     tracing::info!(
         mcp.session_id = session_id,
-        tool = %tool,
-        subject = caller.and_then(|c| c.subject.as_deref()).unwrap_or_default(),
+        tool = %Escaped(tool),
+        subject = %Escaped(caller.and_then(|c| c.subject.as_deref()).unwrap_or_default()),
         "tools/call denied: no grant for this caller (tools.grants)"
     );
     Refusal::new(

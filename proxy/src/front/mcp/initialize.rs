@@ -88,7 +88,7 @@ pub async fn handle(
                         .upstream_initializations
                         .with_label_values(&["error"])
                         .inc();
-                    tracing::warn!(error = %crate::transport::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
+                    tracing::warn!(error = %crate::observe::escaped::Escaped(&crate::transport::upstream::error_chain(&error)), kind = error.kind(), "per-client upstream handshake failed");
                     if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                         // A stdio host at its --max-children: a limit, like maxSessions.
                         return session_limit(proxy, id);
@@ -174,7 +174,7 @@ pub(super) fn make_room(proxy: &Front) -> bool {
         if proxy.engine.end_session(&id) {
             proxy.engine.metrics.downstream_sessions_evicted.inc();
             tracing::info!(
-                mcp.session_id = %id,
+                mcp.session_id = %crate::observe::escaped::Escaped(&id),
                 max_sessions = proxy.max_sessions,
                 "ended the least recently active idle client session to make room at session.maxSessions"
             );

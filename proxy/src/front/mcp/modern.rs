@@ -247,7 +247,7 @@ async fn dedicated(proxy: &Front, id: &Value, meta: &Value) -> Result<Dedicated,
     Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget)
         .await
         .map_err(|error| {
-            tracing::warn!(error = %crate::transport::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
+            tracing::warn!(error = %crate::observe::escaped::Escaped(&crate::transport::upstream::error_chain(&error)), "per-client upstream handshake for a modern request failed");
             if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                 return super::initialize::session_limit(proxy, id);
             }

@@ -338,7 +338,14 @@ fn downstream_secrets(
     let auth = config
         .downstream_auth
         .as_ref()
-        .map(|auth| crate::access::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
+        .map(|auth| {
+            crate::access::auth::DownstreamAuth::from_config(
+                auth,
+                env,
+                &metrics.auth,
+                config.limits.max_token_bytes as usize,
+            )
+        })
         .transpose()?;
     let mut sessions = Sessions::new(idle_timeout).with_replay_budget(
         config.session.replay_buffer_bytes(),

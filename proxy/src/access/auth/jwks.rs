@@ -47,8 +47,9 @@ pub struct VerificationKey {
 pub enum KeyError {
     /// The key set was fetched and has no key with this id (or, for a token without `kid`, no
     /// key at all).
-    #[error("the authorization server has no signing key {0:?}")]
-    Unknown(String),
+    /// The token's `kid` is not echoed: it is the client's, of any length (issue 39, item 8).
+    #[error("the authorization server has no signing key with the token's kid")]
+    Unknown,
     /// The keys could not be fetched and none are cached.
     #[error("the authorization server's keys are unavailable: {0}")]
     Unavailable(String),
@@ -146,7 +147,7 @@ impl KeyCache {
         // On a failed fetch, a key the old set holds would have been found above: the token's
         // key is not known, and whether the token is valid cannot be told.
         let keys = fetched?;
-        find(&keys, kid).ok_or_else(|| KeyError::Unknown(kid.unwrap_or("").to_owned()))
+        find(&keys, kid).ok_or(KeyError::Unknown)
     }
 
     /// Fetches the key set now (the scheduled refresh); a failure keeps the cached keys.

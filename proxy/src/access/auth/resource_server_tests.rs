@@ -344,3 +344,35 @@ async fn unreachable_or_mismatched_issuer_metadata_is_unavailable_not_invalid() 
         Err(Rejection::Unavailable(_))
     ));
 }
+
+#[tokio::test]
+async fn a_huge_kid_is_not_echoed_in_the_refusal() {
+    let issuer = issuer_with_key_a().await;
+    // A token size limit this high lets the token reach the key lookup.
+    let server = server(&issuer, &[], all_algorithms()).with_max_token_bytes(1 << 20);
+    let kid = "k".repeat(300_000);
+    let token = sign(RSA_A, Algorithm::RS256, Some(&kid), &claims(&issuer.url));
+    let why = invalid(server.authenticate(&token).await);
+    assert!(why.len() < 256, "a bounded reason: {} bytes", why.len());
+    assert!(!why.contains("kkkk"), "the kid is not echoed: {why}");
+}
+
+#[tokio::test]
+async fn a_token_over_max_token_bytes_is_refused_before_it_is_parsed() {
+    let issuer = issuer_with_key_a().await;
+    let server = server(&issuer, &[], all_algorithms()).with_max_token_bytes(1024);
+    let fetches = issuer.fetches.load(Ordering::SeqCst);
+    let token = sign(
+        RSA_A,
+        Algorithm::RS256,
+        Some(&"k".repeat(2000)),
+        &claims(&issuer.url),
+    );
+    let why = invalid(server.authenticate(&token).await);
+    assert!(why.contains("limits.maxTokenBytes"), "{why}");
+    assert_eq!(
+        issuer.fetches.load(Ordering::SeqCst),
+        fetches,
+        "no key fetched for it"
+    );
+}

@@ -225,15 +225,34 @@ impl KeyCache {
         if !status.is_success() {
             return Err(format!("GET {url}: HTTP {status}"));
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        if body.len() > MAX_DOCUMENT_BYTES {
-            return Err(format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes"));
-        }
+        let body = read_bounded(response, url).await?;
         serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not the JSON expected: {e}"))
     }
+}
+
+/// The body of `response`, refused as soon as it passes [`MAX_DOCUMENT_BYTES`]: from its
+/// `Content-Length` before it is read, else while it is read, so a document without end costs
+/// at most that much (issue 39, item 8).
+async fn read_bounded(mut response: reqwest::Response, url: &str) -> Result<Vec<u8>, String> {
+    let too_large = || format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[derive(Deserialize)]

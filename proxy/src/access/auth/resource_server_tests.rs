@@ -376,3 +376,55 @@ async fn a_token_over_max_token_bytes_is_refused_before_it_is_parsed() {
         "no key fetched for it"
     );
 }
+
+#[tokio::test]
+async fn a_key_set_without_end_is_refused_once_past_the_limit_not_at_the_timeout() {
+    crate::install_crypto_provider();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let issuer_url = url.clone();
+    let endless = || async {
+        // Spaces, then never a key set: only a reader that stops at the limit ends early.
+        let chunk = axum::body::Bytes::from(vec![b' '; 64 * 1024]);
+        let stream = futures::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+        axum::body::Body::from_stream(stream)
+    };
+    let app = Router::new()
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(move || {
+                let url = issuer_url.clone();
+                async move { axum::Json(json!({"issuer": url, "jwks_uri": format!("{url}jwks")})) }
+            }),
+        )
+        .route("/jwks", get(endless));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let spec = OAuthSpec {
+        issuer: url.clone(),
+        audience: AUDIENCE.into(),
+        required_scopes: Vec::new(),
+        allowed_algorithms: all_algorithms(),
+        jwks_refresh: None,
+        clock_skew: None,
+    };
+    let server = ResourceServer::new(
+        &spec,
+        reqwest::Client::new(),
+        AuthMetrics::register(&prometheus::Registry::new()),
+    )
+    .expect("server");
+    let token = sign(RSA_A, Algorithm::RS256, Some("a"), &claims(&url));
+    let started = std::time::Instant::now();
+    let verdict = server.authenticate(&token).await;
+    assert!(
+        matches!(verdict, Err(Rejection::Unavailable(_))),
+        "{verdict:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at the size limit, not at the fetch timeout: {:?}",
+        started.elapsed()
+    );
+}

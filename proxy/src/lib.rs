@@ -24,6 +24,7 @@
 //!    [`wire::tasks`] (MCP tasks refused on a shared session). They use nothing but each other
 //!    (`wire::answer` uses `wire::jsonrpc` and `wire::headers`).
 //! 2. Cross-cutting, `observe/` and `access/`: [`observe::telemetry`] (traces; uses layer 1),
+//!    [`observe::escaped`] (client-, upstream- and child-chosen text made safe for a log line),
 //!    [`observe::metrics`] (every Prometheus metric, `observe::metrics::stdio` and
 //!    `observe::metrics::auth` those of the stdio transport and the OAuth resource server; uses
 //!    `wire::outcome` and `observe::telemetry`), [`access::auth`] (who may call: bearer token,
@@ -78,6 +79,7 @@ pub mod wire {
 
 /// Layer 2, cross-cutting: traces and metrics.
 pub mod observe {
+    pub mod escaped;
     pub mod metrics;
     pub mod telemetry;
 }

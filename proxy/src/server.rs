@@ -18,7 +18,7 @@ use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::audit::Auditor;
+use crate::client::audit::{AuditLimits, Auditor};
 use crate::client::sessions::Sessions;
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
@@ -319,7 +319,12 @@ fn engine(
     let rate_limits = crate::access::rate_limits::RateLimits::new(&config.tools.rate_limits)
         .map_err(StartError::Policy)?;
     let auditor = match config.audit {
-        AuditLog::Stdout => Auditor::stdout(env(MCP_UPSTREAM_ENV)).map_err(StartError::Audit)?,
+        AuditLog::Stdout => Auditor::stdout(
+            env(MCP_UPSTREAM_ENV),
+            AuditLimits::of(&config.limits),
+            metrics.audit.clone(),
+        )
+        .map_err(StartError::Audit)?,
         AuditLog::Off => Auditor::off(),
     };
     Ok(Engine {
@@ -355,7 +360,14 @@ fn downstream_secrets(
     let auth = config
         .downstream_auth
         .as_ref()
-        .map(|auth| crate::access::auth::DownstreamAuth::from_config(auth, env, &metrics.auth))
+        .map(|auth| {
+            crate::access::auth::DownstreamAuth::from_config(
+                auth,
+                env,
+                &metrics.auth,
+                config.limits.max_token_bytes as usize,
+            )
+        })
         .transpose()?;
     let mut sessions = Sessions::new(idle_timeout).with_replay_budget(
         config.session.replay_buffer_bytes(),

@@ -11,6 +11,7 @@ use berth_crds::proxy_config::audit::AuditLog;
 use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
 use berth_crds::{DownstreamAuth, ToolsPolicySpec};
 use berth_tests::fault::FaultUpstream;
+use berth_tests::fault::restart::RestartableUpstream;
 use berth_tests::hydra::Hydra;
 use berth_tests::proxy::{call, config, open_session, post_with};
 use berth_tests::proxy_process::{ProxyProcess, proxy_bin};
@@ -252,4 +253,98 @@ async fn audit_log_flag_chooses_stdout_or_off() {
         off.is_empty(),
         "no audit line with --audit-log Off: {off:?}"
     );
+}
+
+/// A call no grant names for its caller is `denied` (audited `deny`) whatever the upstream's
+/// state: with the upstream down it is not `upstream_unavailable` / `allow` (issue 39).
+#[tokio::test]
+async fn audit_ungranted_call_with_the_upstream_down_is_denied() {
+    berth_proxy::install_crypto_provider();
+    let mut upstream = RestartableUpstream::start(FaultUpstream::builder()).await;
+    let hydra = Hydra::start().await;
+    hydra
+        .create_client(CLIENT.0, CLIENT.1, "mcp:tools", &[AUDIENCE])
+        .await;
+    let token = hydra.token(CLIENT.0, CLIENT.1, "mcp:tools", AUDIENCE).await;
+    let mut cfg = config(&upstream.url, "30s");
+    cfg.audit = AuditLog::Stdout;
+    cfg.timeouts.connect = berth_crds::DurationString::new("2s");
+    cfg.tools = serde_yaml::from_str::<ToolsPolicySpec>(
+        "{grants: [{tools: [echo], subjects: [audit-agent]}]}",
+    )
+    .expect("grants");
+    cfg.downstream_auth = Some(DownstreamAuth {
+        bearer_token_env: None,
+        oauth: Some(OAuthSpec {
+            issuer: hydra.issuer.clone(),
+            audience: AUDIENCE.into(),
+            required_scopes: vec!["mcp:tools".into()],
+            allowed_algorithms: all_algorithms(),
+            jwks_refresh: None,
+            clock_skew: None,
+        }),
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("proxy.yaml");
+    std::fs::write(&path, cfg.to_yaml().expect("yaml")).expect("write config");
+    let args: Vec<OsString> = vec!["--config".into(), path.into()];
+    let client = reqwest::Client::new();
+    let mut proxy = ProxyProcess::start_with_stdout(
+        &proxy_bin(None, false).expect("the proxy binary"),
+        &args,
+        &[],
+        Stdio::piped(),
+        Stdio::inherit(),
+        &client,
+    )
+    .await
+    .expect("proxy starts");
+    let mut stdout = BufReader::new(proxy.take_stdout().expect("piped stdout")).lines();
+    let bearer = format!("Bearer {token}");
+    let auth = [("authorization", bearer.as_str())];
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "audit-test", "version": "0"}}});
+    let opened = post_with(&proxy.mcp_url, None, &auth, &init.to_string()).await;
+    let session = opened.session.clone().expect("a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post_with(
+        &proxy.mcp_url,
+        Some(&session),
+        &auth,
+        &initialized.to_string(),
+    )
+    .await;
+
+    upstream.kill();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while proxy.ready(&client).await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the proxy sees the upstream down within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let reply = post_with(
+        &proxy.mcp_url,
+        Some(&session),
+        &auth,
+        &call(json!(21), "slow", json!({"ms": 1})),
+    )
+    .await;
+    assert_eq!(
+        reply.last()["error"]["data"]["outcome"],
+        "denied",
+        "{}",
+        reply.text
+    );
+    let line = tokio::time::timeout(Duration::from_secs(10), stdout.next_line())
+        .await
+        .expect("an audit line within 10 s")
+        .expect("read stdout")
+        .expect("stdout open");
+    let event: Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(event["tool"], "slow", "{event}");
+    assert_eq!(event["decision"], "deny", "{event}");
+    assert_eq!(event["outcome"], "denied", "{event}");
 }

@@ -121,8 +121,10 @@ pub struct LimitsSpec {
     pub max_proxy_requests_in_flight: u32,
     /// What happens to a `tools/call` while the audit queue is full: `Drop` (default) forwards
     /// the call and drops its audit event, counted in
-    /// `berth_proxy_audit_events_dropped_total`; `RefuseCalls` refuses the call with a
-    /// retryable JSON-RPC error before it reaches the upstream, so no call goes unaudited.
+    /// `berth_proxy_audit_events_dropped_total`; `RefuseCalls` refuses a call that arrives
+    /// while the queue has no room for its event, with a retryable JSON-RPC error (-32016)
+    /// before it reaches the upstream. Under either, an event that finds the queue full when
+    /// its call ends (one already in flight when the queue filled) is dropped and counted.
     #[serde(default)]
     pub audit_on_overflow: AuditOverflow,
 }
@@ -133,7 +135,8 @@ pub enum AuditOverflow {
     /// Forward the call; drop its audit event and count it.
     #[default]
     Drop,
-    /// Refuse the call (a retryable JSON-RPC error) so that every forwarded call is audited.
+    /// Refuse calls that arrive while the queue is full (a retryable JSON-RPC error, -32016),
+    /// so that no call is forwarded once events are being dropped.
     RefuseCalls,
 }
 

@@ -45,7 +45,9 @@ pub enum AuthConfigError {
 }
 
 impl DownstreamAuth {
-    /// The authentication `config` asks for, reading the static token through `env`.
+    /// The authentication `config` asks for, reading the static token through `env`; an
+    /// OAuth resource server refuses tokens longer than `max_token_bytes` before parsing them
+    /// (`limits.maxTokenBytes`, issue 39).
     ///
     /// # Errors
     /// [`AuthConfigError`] naming the field.
@@ -53,6 +55,7 @@ impl DownstreamAuth {
         config: &AuthConfig,
         env: &dyn Fn(&str) -> Option<String>,
         metrics: &AuthMetrics,
+        max_token_bytes: usize,
     ) -> Result<Self, AuthConfigError> {
         if let Some(oauth) = &config.oauth {
             let client = reqwest::Client::builder()
@@ -60,7 +63,8 @@ impl DownstreamAuth {
                 .build()
                 .map_err(|e| AuthConfigError::OAuth(format!("oauth: HTTP client: {e}")))?;
             let server = ResourceServer::new(oauth, client, metrics.clone())
-                .map_err(AuthConfigError::OAuth)?;
+                .map_err(AuthConfigError::OAuth)?
+                .with_max_token_bytes(max_token_bytes);
             return Ok(Self::OAuth(Arc::new(server)));
         }
         let var = config.bearer_token_env.clone().unwrap_or_default();

@@ -14,40 +14,81 @@
 //! `berth_proxy_tool_calls_total` label, or for a refused request `unauthorized`,
 //! `insufficient_scope` or `auth_unavailable`), `duration_ms` (a float).
 //!
-//! Lines are written by a background thread in batches ([`batched`], not lossy): a line waits
-//! at most [`BATCH_WINDOW`], a slow stdout delays callers only once [`BUFFERED_LINES`] are
-//! queued, and no line is dropped.
+//! Lines are written by a background thread in batches ([`batched`]): a line waits at most
+//! [`BATCH_WINDOW`]. The queue is bounded in bytes (`limits.auditQueueBytes`) and never makes a
+//! caller wait; while it is full `limits.auditOnOverflow` decides: `Drop` loses the line
+//! (counted in `berth_proxy_audit_events_dropped_total`), `RefuseCalls` also refuses new
+//! calls at admission ([`Auditor::admits_call`]). Every client- or upstream-chosen field is cut
+//! to `limits.auditFieldBytes` ([`field`]). Issue 39, item 6.
 
 pub mod batched;
+pub mod digest;
+pub mod field;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 #[cfg(test)]
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
+use berth_crds::proxy_config::limits::{AuditOverflow, LimitsSpec};
 use serde_json::Value;
 
-use batched::BatchedWriter;
+use batched::{BatchedWriter, QueueError};
 
 use crate::access::auth::Principal;
-use crate::wire::jsonrpc::{Pointer as _, WireMessage};
+use crate::observe::metrics::audit::AuditMetrics;
+use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
-
-/// Lines queued before a caller waits for stdout.
-pub const BUFFERED_LINES: usize = 16_384;
 
 /// How long the writer thread gathers lines after writing a batch: a line reaches stdout at
 /// most about this long after its call ended.
 pub const BATCH_WINDOW: Duration = Duration::from_millis(20);
 
+/// The audit log's limits (`limits.auditQueueBytes`, `auditFieldBytes`, `auditOnOverflow`).
+#[derive(Clone, Copy, Debug)]
+pub struct AuditLimits {
+    /// Most bytes of lines queued and not yet written.
+    pub queue_bytes: usize,
+    /// Longest client- or upstream-chosen string kept in one field, in bytes.
+    pub field_bytes: usize,
+    /// What a full queue does to calls.
+    pub on_overflow: AuditOverflow,
+}
+
+impl AuditLimits {
+    /// The audit limits of `limits`.
+    pub fn of(limits: &LimitsSpec) -> Self {
+        Self {
+            queue_bytes: limits.audit_queue_bytes as usize,
+            field_bytes: limits.audit_field_bytes as usize,
+            on_overflow: limits.audit_on_overflow,
+        }
+    }
+
+    /// The room one line can take at most: the fixed members, and the six chosen by a client,
+    /// an upstream or the operator at `field_bytes` each with the truncation marker, escaped.
+    fn line_bytes(self) -> usize {
+        LINE_CAPACITY + 6 * 2 * (self.field_bytes + 32)
+    }
+}
+
+impl Default for AuditLimits {
+    fn default() -> Self {
+        Self::of(&LimitsSpec::default())
+    }
+}
+
 /// Where audit lines go.
 pub struct Auditor {
     mcp_upstream: Option<String>,
     sink: Sink,
+    limits: AuditLimits,
+    metrics: AuditMetrics,
 }
 
 enum Sink {
-    /// The batched stdout writer; [`Auditor::close`] writes what is queued and ends its thread.
+    /// The batched writer; [`Auditor::close`] writes what is queued and ends its thread.
     Stdout(BatchedWriter),
     /// Lines kept in memory (tests).
     #[cfg(test)]
@@ -67,7 +108,8 @@ pub struct CallFacts {
     pub caller: Option<Arc<Principal>>,
     /// The tool named in `params.name`.
     pub tool: Option<String>,
-    /// [`arguments_digest`] of `params.arguments`; `None` when the call has none.
+    /// [`digest::of_text`] of `params.arguments`; `None` when the call has none, and for a
+    /// call the front refused before the call engine (no digest is computed for it).
     pub arguments_sha256: Option<String>,
 }
 
@@ -79,16 +121,23 @@ impl CallFacts {
         caller: Option<Arc<Principal>>,
         body: &WireMessage,
     ) -> Self {
-        // Read through the envelope, and only the arguments parsed (issue 14); arguments a
-        // `Value` cannot hold are digested as the message's view holds them.
-        let arguments = body.member_text(&["params", "arguments"]).map(|text| {
-            serde_json::from_str::<Value>(text).unwrap_or_else(|_| {
-                body.view()
-                    .at("/params/arguments")
-                    .cloned()
-                    .unwrap_or(Value::Null)
-            })
-        });
+        // Read through the envelope, and the arguments digested from their text without a
+        // `Value` (issue 39).
+        let mut facts = Self::unhashed(session_id, request_id, caller, body);
+        facts.arguments_sha256 = body
+            .member_text(&["params", "arguments"])
+            .map(digest::of_text);
+        facts
+    }
+
+    /// As [`CallFacts::of`] without the arguments digest: for a call refused before it
+    /// reached the call engine, which costs no digest (issue 39).
+    pub fn unhashed(
+        session_id: Option<&str>,
+        request_id: &Value,
+        caller: Option<Arc<Principal>>,
+        body: &WireMessage,
+    ) -> Self {
         Self {
             session_id: session_id.map(str::to_owned),
             request_id: request_id.clone(),
@@ -96,27 +145,42 @@ impl CallFacts {
             tool: body
                 .member_str(&["params", "name"])
                 .map(std::borrow::Cow::into_owned),
-            arguments_sha256: arguments.as_ref().map(arguments_digest),
+            arguments_sha256: None,
         }
     }
 }
 
 impl Auditor {
     /// Audit lines on stdout for the McpUpstream `mcp_upstream` (`<namespace>/<name>`),
-    /// written by the thread `berth-audit`.
+    /// written by the thread `berth-audit`, within `limits`; dropped lines counted in
+    /// `metrics`.
     ///
     /// # Errors
     /// When the writer thread cannot be spawned.
-    pub fn stdout(mcp_upstream: Option<String>) -> std::io::Result<Self> {
-        let writer = BatchedWriter::start(
-            "berth-audit",
-            std::io::stdout(),
-            BUFFERED_LINES,
-            BATCH_WINDOW,
-        )?;
+    pub fn stdout(
+        mcp_upstream: Option<String>,
+        limits: AuditLimits,
+        metrics: AuditMetrics,
+    ) -> std::io::Result<Self> {
+        Self::writer(mcp_upstream, std::io::stdout(), limits, metrics)
+    }
+
+    /// As [`Auditor::stdout`], to `out`.
+    ///
+    /// # Errors
+    /// When the writer thread cannot be spawned.
+    pub fn writer(
+        mcp_upstream: Option<String>,
+        out: impl std::io::Write + Send + 'static,
+        limits: AuditLimits,
+        metrics: AuditMetrics,
+    ) -> std::io::Result<Self> {
+        let writer = BatchedWriter::start("berth-audit", out, limits.queue_bytes, BATCH_WINDOW)?;
         Ok(Self {
             mcp_upstream,
             sink: Sink::Stdout(writer),
+            limits,
+            metrics,
         })
     }
 
@@ -126,6 +190,20 @@ impl Auditor {
         Self {
             mcp_upstream,
             sink: Sink::Memory(Mutex::default()),
+            limits: AuditLimits::default(),
+            metrics: AuditMetrics::unregistered(),
+        }
+    }
+
+    /// Whether a `tools/call` may go upstream now: always, except under `RefuseCalls` while
+    /// the queue has no room for one more line (the call is then refused, retryable, before
+    /// it reaches the upstream; issue 39).
+    pub fn admits_call(&self) -> bool {
+        match &self.sink {
+            Sink::Stdout(writer) if self.limits.on_overflow == AuditOverflow::RefuseCalls => {
+                writer.has_room(self.limits.line_bytes())
+            }
+            _ => true,
         }
     }
 
@@ -140,6 +218,8 @@ impl Auditor {
         Self {
             mcp_upstream: None,
             sink: Sink::Off,
+            limits: AuditLimits::default(),
+            metrics: AuditMetrics::unregistered(),
         }
     }
 
@@ -170,26 +250,38 @@ impl Auditor {
             _ => "allow",
         };
         let caller = call.caller.as_deref();
+        let cut = self.cut();
+        let client_id = caller.and_then(|c| c.client_id.as_deref()).map(&cut);
+        let subject = caller.and_then(|c| c.subject.as_deref()).map(&cut);
+        let session_id = call.session_id.as_deref().map(&cut);
+        let tool = call.tool.as_deref().map(&cut);
+        let request_id = field::truncate_id(&call.request_id, self.limits.field_bytes);
         self.write(&Line {
             arguments_sha256: call.arguments_sha256.as_deref(),
-            client_id: caller.and_then(|c| c.client_id.as_deref()),
+            client_id: client_id.as_deref(),
             decision,
             duration_ms: duration.as_secs_f64() * 1000.0,
             event: "tools/call",
-            mcpupstream: self.mcp_upstream.as_deref(),
+            mcpupstream: self.mcp_upstream.as_deref().map(&cut).as_deref(),
             outcome: outcome.as_label(),
-            request_id: &call.request_id,
-            session_id: call.session_id.as_deref(),
-            subject: caller.and_then(|c| c.subject.as_deref()),
-            tool: call.tool.as_deref(),
+            request_id: &request_id,
+            session_id: session_id.as_deref(),
+            subject: subject.as_deref(),
+            tool: tool.as_deref(),
             ts: humantime::format_rfc3339_millis(SystemTime::now()),
         });
     }
 
+    /// Cuts a chosen field to `limits.auditFieldBytes` ([`field::truncate`]).
+    fn cut(&self) -> impl Fn(&str) -> Cow<'_, str> + '_ {
+        let max = self.limits.field_bytes;
+        move |text: &str| field::truncate(text, max)
+    }
+
     /// Writes the line of a `tools/call` the front refused before the call was handled (its
     /// session unknown, missing or another identity's; its params or headers malformed):
-    /// outcome `rejected`, with the session id the request named. Any other message writes
-    /// nothing.
+    /// outcome `rejected`, with the session id the request named, and no arguments digest (a
+    /// refusal costs no digest). Any other message writes nothing.
     pub fn refused_tool_call(
         &self,
         message: &WireMessage,
@@ -201,7 +293,7 @@ impl Auditor {
             return;
         }
         let request_id = message.member_value(&["id"]).unwrap_or(Value::Null);
-        let facts = CallFacts::of(session_id, &request_id, caller.cloned(), message);
+        let facts = CallFacts::unhashed(session_id, &request_id, caller.cloned(), message);
         self.tool_call(&facts, Outcome::Rejected, duration);
     }
 
@@ -209,17 +301,20 @@ impl Auditor {
     /// `unauthorized`, `insufficient_scope` or `auth_unavailable`). The front passes no
     /// `caller`: the claims of a token that failed its checks are never reported.
     pub fn refused_request(&self, reason: &str, caller: Option<&Principal>, duration: Duration) {
+        let cut = self.cut();
+        let client_id = caller.and_then(|c| c.client_id.as_deref()).map(&cut);
+        let subject = caller.and_then(|c| c.subject.as_deref()).map(&cut);
         self.write(&Line {
             arguments_sha256: None,
-            client_id: caller.and_then(|c| c.client_id.as_deref()),
+            client_id: client_id.as_deref(),
             decision: "deny",
             duration_ms: duration.as_secs_f64() * 1000.0,
             event: "request",
-            mcpupstream: self.mcp_upstream.as_deref(),
+            mcpupstream: self.mcp_upstream.as_deref().map(&cut).as_deref(),
             outcome: reason,
             request_id: &Value::Null,
             session_id: None,
-            subject: caller.and_then(|c| c.subject.as_deref()),
+            subject: subject.as_deref(),
             tool: None,
             ts: humantime::format_rfc3339_millis(SystemTime::now()),
         });
@@ -232,8 +327,13 @@ impl Auditor {
                 // A `Line` always serializes (its members are strings, numbers and JSON).
                 let _ = serde_json::to_writer(&mut text, line);
                 text.push(b'\n');
-                if let Err(error) = writer.write(text) {
-                    tracing::warn!(%error, "could not write an audit line");
+                match writer.write(text) {
+                    Ok(()) => {}
+                    // Counted, not logged: a log line per dropped event would flood stderr.
+                    Err(QueueError::Full) => self.metrics.events_dropped.inc(),
+                    Err(error @ QueueError::Closed) => {
+                        tracing::warn!(%error, "could not write an audit line");
+                    }
                 }
             }
             #[cfg(test)]

@@ -98,7 +98,7 @@ fn dispatch(fanout: &Fanout, message: WireMessage) {
                 }
             }
             "notifications/progress" => {
-                tracing::debug!(mcp.method = %method, "ignored a call notification on the standalone stream");
+                tracing::debug!(mcp.method = %crate::observe::escaped::Escaped(&method), "ignored a call notification on the standalone stream");
             }
             _ => {
                 if method == "notifications/tools/list_changed" {

@@ -35,7 +35,7 @@ use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::WireMessage;
 use crate::wire::outcome::Outcome;
 use call::{Call, STREAM_BUFFER, rewrite, session_lost, timeout_answer, upstream_failure};
-use checks::{Early, admit, answer_locally, tool_rules, upstream_session};
+use checks::{Early, admit, answer_locally, before_upstream, tool_rules, upstream_session};
 use incoming::Incoming;
 
 pub use crate::client::parked;
@@ -100,8 +100,8 @@ pub async fn request(
     }
 }
 
-/// The steps between taking the request id and sending the request upstream: the upstream
-/// session it goes over, the tool rules for a `tools/call`, and the answers the proxy gives
+/// The steps between taking the request id and sending the request upstream: the checks that
+/// need no upstream, the upstream session it goes over, the tool rules for a `tools/call`, and the answers the proxy gives
 /// itself.
 ///
 /// # Errors
@@ -111,6 +111,7 @@ async fn prepare(
     session: &DownstreamSession,
     request: &Incoming,
 ) -> Result<Arc<UpstreamSession>, Early> {
+    before_upstream(engine, session, request)?;
     let upstream = upstream_session(engine, session).await?;
     if let Some(tool) = &request.tool {
         tool_rules(engine, session, &upstream, request, tool).await?;

@@ -4,6 +4,7 @@
 //! discovered tool list (at most [`MAX_TOOL_LABELS`], otherwise `other`), methods from the MCP
 //! method set (otherwise `other`). Never a session id, request id, URL or error text.
 
+pub mod audit;
 pub mod auth;
 pub mod connections;
 pub mod limits;
@@ -138,6 +139,8 @@ pub struct Metrics {
     /// The metrics of `limits` (issue 39): replies and subscriptions refused, the proxy's own
     /// requests in flight.
     pub limits: limits::LimitMetrics,
+    /// The audit log's metrics (`berth_proxy_audit_events_dropped_total`).
+    pub audit: audit::AuditMetrics,
 }
 
 /// The protocol era of a client request, the `era` label of `berth_proxy_requests_total`
@@ -406,11 +409,13 @@ impl Metrics {
         let auth = auth::AuthMetrics::register(&registry);
         let connections = connections::ConnectionMetrics::register(&registry);
         let limits = limits::LimitMetrics::register(&registry);
+        let audit = audit::AuditMetrics::register(&registry);
         Self {
             stdio,
             auth,
             connections,
             limits,
+            audit,
             registry,
             tool_names: RwLock::new(HashSet::new()),
             tool_calls,

@@ -41,6 +41,10 @@ pub const DRIFT_BLOCKED: i64 = -32013;
 /// A `tools/call` over a `tools.rateLimits` limit (issue 15); sent with HTTP 429 and
 /// `Retry-After`, `data: {outcome: "rate_limited", tool, retryAfterSeconds}`.
 pub const RATE_LIMITED: i64 = -32015;
+/// A `tools/call` refused because the audit queue is full and `limits.auditOnOverflow` is
+/// `RefuseCalls` (issue 39); `data: {outcome: "rejected", retryable: true, limit:
+/// "auditQueueBytes"}`. Nothing reached the upstream.
+pub const AUDIT_BACKLOG: i64 = -32016;
 /// MCP 2026-07-28 `HeaderMismatch`: a required header (`MCP-Protocol-Version`, `Mcp-Method`,
 /// `Mcp-Name`) is missing, malformed or differs from the body ("Streamable HTTP", "Server
 /// Validation").

@@ -25,6 +25,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
     ],
     &[
         "observe::telemetry",
+        "observe::escaped",
         "observe::metrics",
         "access::auth",
         "access::rate_limits",

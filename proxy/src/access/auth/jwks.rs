@@ -47,8 +47,9 @@ pub struct VerificationKey {
 pub enum KeyError {
     /// The key set was fetched and has no key with this id (or, for a token without `kid`, no
     /// key at all).
-    #[error("the authorization server has no signing key {0:?}")]
-    Unknown(String),
+    /// The token's `kid` is not echoed: it is the client's, of any length (issue 39, item 8).
+    #[error("the authorization server has no signing key with the token's kid")]
+    Unknown,
     /// The keys could not be fetched and none are cached.
     #[error("the authorization server's keys are unavailable: {0}")]
     Unavailable(String),
@@ -146,7 +147,7 @@ impl KeyCache {
         // On a failed fetch, a key the old set holds would have been found above: the token's
         // key is not known, and whether the token is valid cannot be told.
         let keys = fetched?;
-        find(&keys, kid).ok_or_else(|| KeyError::Unknown(kid.unwrap_or("").to_owned()))
+        find(&keys, kid).ok_or(KeyError::Unknown)
     }
 
     /// Fetches the key set now (the scheduled refresh); a failure keeps the cached keys.
@@ -224,15 +225,34 @@ impl KeyCache {
         if !status.is_success() {
             return Err(format!("GET {url}: HTTP {status}"));
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        if body.len() > MAX_DOCUMENT_BYTES {
-            return Err(format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes"));
-        }
+        let body = read_bounded(response, url).await?;
         serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not the JSON expected: {e}"))
     }
+}
+
+/// The body of `response`, refused as soon as it passes [`MAX_DOCUMENT_BYTES`]: from its
+/// `Content-Length` before it is read, else while it is read, so a document without end costs
+/// at most that much (issue 39, item 8).
+async fn read_bounded(mut response: reqwest::Response, url: &str) -> Result<Vec<u8>, String> {
+    let too_large = || format!("GET {url}: larger than {MAX_DOCUMENT_BYTES} bytes");
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_DOCUMENT_BYTES as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }
 
 #[derive(Deserialize)]

@@ -38,6 +38,9 @@ pub enum Rejection {
     Unavailable(String),
 }
 
+/// Longest token parsed when `limits.maxTokenBytes` is not given, in bytes (its default).
+pub const DEFAULT_MAX_TOKEN_BYTES: usize = 16 * 1024;
+
 /// One McpUpstream's resource server.
 pub struct ResourceServer {
     spec: OAuthSpec,
@@ -46,6 +49,8 @@ pub struct ResourceServer {
     validations: Vec<(Algorithm, Validation)>,
     keys: KeyCache,
     refresh: Duration,
+    /// Longest token parsed, in bytes (`limits.maxTokenBytes`).
+    max_token_bytes: usize,
 }
 
 impl ResourceServer {
@@ -88,6 +93,7 @@ impl ResourceServer {
             spec: spec.clone(),
             validations,
             refresh,
+            max_token_bytes: DEFAULT_MAX_TOKEN_BYTES,
         })
     }
 
@@ -108,6 +114,13 @@ impl ResourceServer {
         self.refresh
     }
 
+    /// The same resource server refusing tokens longer than `max_token_bytes` before parsing
+    /// them (`limits.maxTokenBytes`; default [`DEFAULT_MAX_TOKEN_BYTES`]).
+    pub fn with_max_token_bytes(mut self, max_token_bytes: usize) -> Self {
+        self.max_token_bytes = max_token_bytes;
+        self
+    }
+
     /// Fetches the key set now (the scheduled refresh).
     pub async fn refresh_keys(&self) {
         self.keys.refresh().await;
@@ -119,6 +132,13 @@ impl ResourceServer {
     /// [`Rejection::InvalidToken`], [`Rejection::InsufficientScope`] or
     /// [`Rejection::Unavailable`], as the module doc describes.
     pub async fn authenticate(&self, token: &str) -> Result<Principal, Rejection> {
+        // Checked before anything parses it, and nothing of it is echoed (issue 39, item 8).
+        if token.len() > self.max_token_bytes {
+            return Err(Rejection::InvalidToken(format!(
+                "the token is longer than {} bytes (limits.maxTokenBytes)",
+                self.max_token_bytes
+            )));
+        }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Rejection::InvalidToken(format!("not a signed JWT: {}", reason(&e))))?;
         let Some((_, validation)) = self.validations.iter().find(|(alg, _)| *alg == header.alg)
@@ -133,7 +153,7 @@ impl ResourceServer {
             .key_for(header.kid.as_deref())
             .await
             .map_err(|e| match e {
-                KeyError::Unknown(_) => Rejection::InvalidToken(e.to_string()),
+                KeyError::Unknown => Rejection::InvalidToken(e.to_string()),
                 KeyError::Unavailable(_) => Rejection::Unavailable(e.to_string()),
             })?;
         if key.algorithm.is_some_and(|bound| bound != header.alg) {

@@ -344,3 +344,87 @@ async fn unreachable_or_mismatched_issuer_metadata_is_unavailable_not_invalid() 
         Err(Rejection::Unavailable(_))
     ));
 }
+
+#[tokio::test]
+async fn a_huge_kid_is_not_echoed_in_the_refusal() {
+    let issuer = issuer_with_key_a().await;
+    // A token size limit this high lets the token reach the key lookup.
+    let server = server(&issuer, &[], all_algorithms()).with_max_token_bytes(1 << 20);
+    let kid = "k".repeat(300_000);
+    let token = sign(RSA_A, Algorithm::RS256, Some(&kid), &claims(&issuer.url));
+    let why = invalid(server.authenticate(&token).await);
+    assert!(why.len() < 256, "a bounded reason: {} bytes", why.len());
+    assert!(!why.contains("kkkk"), "the kid is not echoed: {why}");
+}
+
+#[tokio::test]
+async fn a_token_over_max_token_bytes_is_refused_before_it_is_parsed() {
+    let issuer = issuer_with_key_a().await;
+    let server = server(&issuer, &[], all_algorithms()).with_max_token_bytes(1024);
+    let fetches = issuer.fetches.load(Ordering::SeqCst);
+    let token = sign(
+        RSA_A,
+        Algorithm::RS256,
+        Some(&"k".repeat(2000)),
+        &claims(&issuer.url),
+    );
+    let why = invalid(server.authenticate(&token).await);
+    assert!(why.contains("limits.maxTokenBytes"), "{why}");
+    assert_eq!(
+        issuer.fetches.load(Ordering::SeqCst),
+        fetches,
+        "no key fetched for it"
+    );
+}
+
+#[tokio::test]
+async fn a_key_set_without_end_is_refused_once_past_the_limit_not_at_the_timeout() {
+    crate::install_crypto_provider();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/", listener.local_addr().expect("addr"));
+    let issuer_url = url.clone();
+    let endless = || async {
+        // Spaces, then never a key set: only a reader that stops at the limit ends early.
+        let chunk = axum::body::Bytes::from(vec![b' '; 64 * 1024]);
+        let stream = futures::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+        axum::body::Body::from_stream(stream)
+    };
+    let app = Router::new()
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(move || {
+                let url = issuer_url.clone();
+                async move { axum::Json(json!({"issuer": url, "jwks_uri": format!("{url}jwks")})) }
+            }),
+        )
+        .route("/jwks", get(endless));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let spec = OAuthSpec {
+        issuer: url.clone(),
+        audience: AUDIENCE.into(),
+        required_scopes: Vec::new(),
+        allowed_algorithms: all_algorithms(),
+        jwks_refresh: None,
+        clock_skew: None,
+    };
+    let server = ResourceServer::new(
+        &spec,
+        reqwest::Client::new(),
+        AuthMetrics::register(&prometheus::Registry::new()),
+    )
+    .expect("server");
+    let token = sign(RSA_A, Algorithm::RS256, Some("a"), &claims(&url));
+    let started = std::time::Instant::now();
+    let verdict = server.authenticate(&token).await;
+    assert!(
+        matches!(verdict, Err(Rejection::Unavailable(_))),
+        "{verdict:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "refused at the size limit, not at the fetch timeout: {:?}",
+        started.elapsed()
+    );
+}

@@ -1,38 +1,52 @@
-//! The audit lines' writer thread, woken at most once per batch window (issue 14).
+//! The audit lines' writer thread, woken at most once per batch window (issue 14), behind a
+//! queue bounded in bytes that never blocks its caller (issue 39).
 //!
-//! A `tools/call` hands its line to a bounded channel ([`std::sync::mpsc::sync_channel`]) and
-//! goes on. The writer thread blocks on the channel only when it has nothing to do; after each
-//! batch it sleeps for the window, so the lines of calls that end meanwhile wait in the channel
-//! and no call pays a thread wake-up. Measured with `bench_proxy --audit-log Stdout|Off`
-//! (docs/benchmarks.md): waking a writer thread for every line cost about 20 µs of CPU per call
-//! and 0.1 ms of added p50 in the open loop.
+//! A `tools/call` hands its line to a channel and goes on. The writer thread blocks on the
+//! channel only when it has nothing to do; after each batch it sleeps for the window, so the
+//! lines of calls that end meanwhile wait in the channel and no call pays a thread wake-up.
+//! Measured with `bench_proxy --audit-log Stdout|Off` (docs/benchmarks.md): waking a writer
+//! thread for every line cost about 20 µs of CPU per call and 0.1 ms of added p50 in the open
+//! loop.
 //!
-//! Not lossy: a full channel (`capacity` lines, a stdout that does not keep up) makes callers
-//! wait, as before. Closing ([`BatchedWriter::close`]) writes every queued line, then ends the
-//! thread.
+//! Bounded in bytes: a line is queued only while the bytes queued and not yet written (flushed)
+//! stay within `capacity`; otherwise [`BatchedWriter::write`] returns [`QueueFull`] at once.
+//! Only the writer thread ever blocks on the output (a stdout nobody reads); a runtime worker
+//! never does, so `/healthz` and calls keep answering (issue 39, item 6). What the caller does
+//! with a full queue is its policy (`limits.auditOnOverflow`, in [`super::Auditor`]). Closing
+//! ([`BatchedWriter::close`]) writes every queued line, then ends the thread.
 
 use std::io::{BufWriter, Write};
-use std::sync::Mutex;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Bytes the writer thread gathers before a `write(2)`.
 const WRITE_BUFFER: usize = 64 * 1024;
 
-/// A line could not be queued: the writer was closed.
+/// A line could not be queued.
 #[derive(Debug, thiserror::Error)]
-#[error("the audit writer is closed")]
-pub struct Closed;
+pub enum QueueError {
+    /// The writer was closed.
+    #[error("the audit writer is closed")]
+    Closed,
+    /// The queue holds `capacity` bytes not yet written: the output does not keep up.
+    #[error("the audit queue is full")]
+    Full,
+}
 
 /// Lines to a `Write`, from any thread, written by one thread in batches.
 pub struct BatchedWriter {
-    sender: Mutex<Option<SyncSender<Vec<u8>>>>,
+    sender: Mutex<Option<Sender<Vec<u8>>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// Bytes queued and not yet flushed to the output.
+    queued: Arc<AtomicUsize>,
+    capacity: usize,
 }
 
 impl BatchedWriter {
-    /// Starts the thread `name` writing to `out`: at most `capacity` lines queued, a batch
+    /// Starts the thread `name` writing to `out`: at most `capacity` bytes queued, a batch
     /// written then a sleep of `window` (lines wait at most about that long).
     ///
     /// # Errors
@@ -43,32 +57,54 @@ impl BatchedWriter {
         capacity: usize,
         window: Duration,
     ) -> std::io::Result<Self> {
-        let (sender, receiver) = sync_channel(capacity);
+        let (sender, receiver) = channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let written = Arc::clone(&queued);
         let thread = std::thread::Builder::new()
             .name(name.to_owned())
-            .spawn(move || run(&receiver, out, window))?;
+            .spawn(move || run(&receiver, out, window, &written))?;
         Ok(Self {
             sender: Mutex::new(Some(sender)),
             thread: Mutex::new(Some(thread)),
+            queued,
+            capacity,
         })
     }
 
-    /// Queues `line` (its bytes, newline included); waits while the queue is full.
+    /// Whether a line of `bytes` would be queued now.
+    pub fn has_room(&self, bytes: usize) -> bool {
+        self.queued.load(Ordering::Relaxed).saturating_add(bytes) <= self.capacity
+    }
+
+    /// Queues `line` (its bytes, newline included), never waiting.
     ///
     /// # Errors
-    /// [`Closed`] after [`BatchedWriter::close`].
-    pub fn write(&self, line: Vec<u8>) -> Result<(), Closed> {
+    /// [`QueueError::Full`] when the line does not fit in the bytes left; [`QueueError::Closed`]
+    /// after [`BatchedWriter::close`].
+    pub fn write(&self, line: Vec<u8>) -> Result<(), QueueError> {
         let sender = self
             .sender
             .lock()
-            .map_err(|_| Closed)?
+            .map_err(|_| QueueError::Closed)?
             .as_ref()
-            .ok_or(Closed)?
+            .ok_or(QueueError::Closed)?
             .clone();
-        sender.send(line).map_err(|_| Closed)
+        let bytes = line.len();
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+                queued
+                    .checked_add(bytes)
+                    .filter(|total| *total <= self.capacity)
+            })
+            .map_err(|_| QueueError::Full)?;
+        sender.send(line).map_err(|_| {
+            self.queued.fetch_sub(bytes, Ordering::AcqRel);
+            QueueError::Closed
+        })
     }
 
-    /// Writes every queued line and ends the thread; later lines are refused with [`Closed`].
+    /// Writes every queued line and ends the thread; later lines are refused with
+    /// [`QueueError::Closed`]. Waits for the output: a stdout nobody reads keeps it waiting.
     pub fn close(&self) {
         if let Ok(mut sender) = self.sender.lock() {
             drop(sender.take());
@@ -88,15 +124,21 @@ impl Drop for BatchedWriter {
     }
 }
 
-/// The thread: a batch is every line queued once the first arrives, then one flush and a sleep.
-fn run(receiver: &Receiver<Vec<u8>>, out: impl Write, window: Duration) {
+/// The thread: a batch is every line queued once the first arrives, then one flush (its bytes
+/// leave the queue's count) and a sleep.
+fn run(receiver: &Receiver<Vec<u8>>, out: impl Write, window: Duration, queued: &AtomicUsize) {
     let mut out = BufWriter::with_capacity(WRITE_BUFFER, out);
     // `recv` fails once every sender is gone and the queue is empty.
     while let Ok(first) = receiver.recv() {
+        let mut bytes = 0;
         let written = std::iter::once(first)
             .chain(receiver.try_iter())
-            .try_for_each(|line| out.write_all(&line))
+            .try_for_each(|line| {
+                bytes += line.len();
+                out.write_all(&line)
+            })
             .and_then(|()| out.flush());
+        queued.fetch_sub(bytes, Ordering::AcqRel);
         if let Err(error) = written {
             tracing::warn!(%error, "could not write audit lines");
         }
@@ -159,38 +201,45 @@ mod tests {
         assert!(writer.write(b"late\n".to_vec()).is_err(), "closed");
     }
 
+    /// A `Write` that never returns (a stdout nobody reads).
+    struct Stalled(std::sync::mpsc::Receiver<()>);
+
+    impl Write for Stalled {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            let _ = self.0.recv();
+            Err(std::io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
-    fn a_full_queue_makes_the_caller_wait_and_loses_nothing() {
-        let recorder = Recorder::default();
-        let writer = Arc::new(
-            BatchedWriter::start("audit-test", recorder.clone(), 2, Duration::from_millis(20))
-                .expect("thread"),
+    fn batched_writer_stalled_output_refuses_past_capacity_without_waiting() {
+        let (release, stalled) = std::sync::mpsc::channel();
+        let writer = BatchedWriter::start(
+            "audit-test",
+            Stalled(stalled),
+            1000,
+            Duration::from_millis(1),
+        )
+        .expect("thread");
+        let started = std::time::Instant::now();
+        let mut full = 0;
+        for n in 0..1000 {
+            match writer.write(format!("{n:099}\n").into_bytes()) {
+                Ok(()) => {}
+                Err(QueueError::Full) => full += 1,
+                Err(QueueError::Closed) => panic!("not closed"),
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "never waits");
+        assert!(
+            full >= 990,
+            "at most 10 lines of 100 bytes held: {full} refused"
         );
-        let writers: Vec<_> = (0..4)
-            .map(|t| {
-                let writer = Arc::clone(&writer);
-                std::thread::spawn(move || {
-                    for n in 0..50 {
-                        writer
-                            .write(format!("{t}-{n}\n").into_bytes())
-                            .expect("queued");
-                    }
-                })
-            })
-            .collect();
-        for thread in writers {
-            thread.join().expect("writer thread");
-        }
+        assert!(!writer.has_room(100));
+        drop(release);
         writer.close();
-        let text = String::from_utf8(recorder.bytes.lock().expect("lock").clone()).expect("utf8");
-        assert_eq!(text.lines().count(), 200, "no line dropped: {text}");
-        for t in 0..4 {
-            let mine: Vec<&str> = text
-                .lines()
-                .filter(|l| l.starts_with(&format!("{t}-")))
-                .collect();
-            let expected: Vec<String> = (0..50).map(|n| format!("{t}-{n}")).collect();
-            assert_eq!(mine, expected, "each caller's lines in its order");
-        }
     }
 }

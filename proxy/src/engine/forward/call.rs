@@ -17,6 +17,7 @@ use crate::access::auth::Principal;
 use crate::client::audit::CallFacts;
 use crate::client::sessions::DownstreamSession;
 use crate::engine::state::Engine;
+use crate::observe::escaped::Escaped;
 use crate::observe::metrics::Era;
 use crate::observe::telemetry::spans;
 use crate::transport::upstream::control::send_cancelled;
@@ -91,7 +92,7 @@ impl Call {
         }
         tracing::debug!(
             mcp.session_id = self.session.id(),
-            mcp.method = %self.method,
+            mcp.method = %Escaped(&self.method),
             mcp.request_id = %self.downstream_id,
             outcome = outcome.as_label(),
             elapsed_ms = elapsed.as_millis() as u64,
@@ -318,11 +319,11 @@ fn end_lost(call: Call, reason: &'static str, message: &str) -> Answer {
 pub(super) fn upstream_failure(call: Call, error: &UpstreamError) -> Answer {
     tracing::warn!(
         mcp.session_id = call.session.id(),
-        mcp.method = %call.method,
+        mcp.method = %Escaped(&call.method),
         mcp.request_id = %call.downstream_id,
         upstream_session_id = call.upstream.id().unwrap_or_default(),
         protocol_version = call.upstream.protocol_version(),
-        error = %crate::transport::upstream::error_chain(error),
+        error = %Escaped(&crate::transport::upstream::error_chain(error)),
         kind = error.kind(),
         "upstream request failed"
     );

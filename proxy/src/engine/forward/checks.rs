@@ -1,6 +1,7 @@
 //! The named steps a request passes before it goes upstream, each ending it early with an
 //! [`Early`] answer: [`admit`] (its shape, then its JSON-RPC request id), then, with the id
-//! taken, [`upstream_session`], [`tool_rules`] and [`answer_locally`]. `forward::request` runs
+//! taken, [`before_upstream`] (the audit queue's room, a caller's grants), [`upstream_session`],
+//! [`tool_rules`] and [`answer_locally`]. `forward::request` runs
 //! them in that order; an early request ends in one place, [`Early::end`].
 //!
 //! Not responsible for: recording or answering (the caller does, once), or anything after the
@@ -76,6 +77,35 @@ pub(super) fn admit(session: &DownstreamSession, request: &Incoming) -> Result<I
         )
         .plain(StatusCode::BAD_REQUEST)
     })
+}
+
+/// The checks of a `tools/call` that need no upstream, so they hold whatever the upstream's
+/// state (issue 39): the audit queue has room for its line ([`crate::client::audit::Auditor::
+/// admits_call`], under `limits.auditOnOverflow: RefuseCalls`), and some grant names the tool
+/// for the caller, whatever its read-only hint (a grant limited to read-only tools is checked
+/// with the listing, in [`tool_rules`]). So an ungranted call is `denied` (audited `deny`)
+/// also while the upstream is down, not `upstream_unavailable`.
+///
+/// # Errors
+/// The refusal: outcome `rejected` (-32016, retryable) or `denied`.
+pub(super) fn before_upstream(
+    engine: &Engine,
+    session: &DownstreamSession,
+    request: &Incoming,
+) -> Result<(), Early> {
+    let Some(tool) = request.tool.as_deref() else {
+        return Ok(());
+    };
+    if !engine.auditor.admits_call() {
+        return Err(refusal::audit_backlog().into());
+    }
+    let caller = request.caller.as_deref();
+    if let Some(grants) = engine.tool_grants.as_ref()
+        && !grants.allows(caller, tool, true)
+    {
+        return Err(refusal::denied(tool, caller, session.id()).into());
+    }
+    Ok(())
 }
 
 /// The upstream session the request goes over: the client's own (`PerClient`) or the shared

@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::access::auth::Principal;
 use crate::access::auth::grants::Grants;
 use crate::access::rate_limits::RateLimits;
+use crate::observe::escaped::Escaped;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
@@ -135,6 +136,34 @@ pub(super) fn shape(
     Ok(())
 }
 
+/// The grants' refusal of `tool` to `caller` (`tools.grants`), logged with `session_id`.
+pub(super) fn denied(tool: &str, caller: Option<&Principal>, session_id: &str) -> Refusal {
+    tracing::info!(
+        mcp.session_id = session_id,
+        tool = %Escaped(tool),
+        subject = %Escaped(caller.and_then(|c| c.subject.as_deref()).unwrap_or_default()),
+        "tools/call denied: no grant for this caller (tools.grants)"
+    );
+    Refusal::new(
+        Outcome::Denied,
+        jsonrpc::INVALID_PARAMS,
+        format!("tool {tool:?} is not granted to this caller (tools.grants)"),
+    )
+    .with("tool", json!(tool))
+}
+
+/// A `tools/call` refused because the audit queue is full under `limits.auditOnOverflow:
+/// RefuseCalls` (issue 39): outcome `rejected`, retryable, nothing sent upstream.
+pub(super) fn audit_backlog() -> Refusal {
+    Refusal::new(
+        Outcome::Rejected,
+        jsonrpc::AUDIT_BACKLOG,
+        "the proxy's audit log is not keeping up; retry later",
+    )
+    .with("retryable", json!(true))
+    .with("limit", json!("auditQueueBytes"))
+}
+
 /// The tool rules, in order: a tool the policy hides is absent for clients whatever the
 /// upstream offers (`tools.allow` / `tools.readOnly`); one the caller's grants do not name is
 /// refused for this caller only (`tools.grants`); a caller over a rate limit waits, told for
@@ -161,18 +190,7 @@ pub(super) fn tool_rules(
     if let Some(grants) = rules.grants
         && !grants.allows(caller, tool, catalogue.is_read_only(tool))
     {
-        tracing::info!(
-            mcp.session_id = session_id,
-            tool = %tool,
-            subject = caller.and_then(|c| c.subject.as_deref()).unwrap_or_default(),
-            "tools/call denied: no grant for this caller (tools.grants)"
-        );
-        return Err(Refusal::new(
-            Outcome::Denied,
-            jsonrpc::INVALID_PARAMS,
-            format!("tool {tool:?} is not granted to this caller (tools.grants)"),
-        )
-        .with("tool", json!(tool)));
+        return Err(denied(tool, caller, session_id));
     }
     if let Some(limits) = rules.rate_limits
         && let Err(wait) = limits.admit(caller, tool, catalogue.lists(tool))

@@ -133,7 +133,7 @@ fn oauth_refusal(server: &ResourceServer, rejection: &Rejection) -> (&'static st
             (StatusCode::FORBIDDEN, "insufficient_scope", message)
         }
         Rejection::Unavailable(why) => {
-            tracing::warn!(%why, "refused a request: the authorization server's keys are unavailable");
+            tracing::warn!(why = %crate::observe::escaped::Escaped(&why.to_string()), "refused a request: the authorization server's keys are unavailable");
             let message = "the authorization server's signing keys are unavailable; retry later";
             let mut response = refusal(StatusCode::SERVICE_UNAVAILABLE, message, String::new());
             response.headers_mut().remove(header::WWW_AUTHENTICATE);
@@ -144,7 +144,7 @@ fn oauth_refusal(server: &ResourceServer, rejection: &Rejection) -> (&'static st
             return ("auth_unavailable", response);
         }
     };
-    tracing::info!(%message, "refused a request (authorization)");
+    tracing::info!(message = %crate::observe::escaped::Escaped(&message), "refused a request (authorization)");
     // Parameters are comma-separated after the scheme (RFC 7235 section 2.1).
     let value = format!("{} {}", challenge[0], challenge[1..].join(", "));
     (reason, refusal(status, &message, value))

@@ -94,7 +94,7 @@ pub async fn handle(
                         .upstream_initializations
                         .with_label_values(&["error"])
                         .inc();
-                    tracing::warn!(error = %crate::transport::upstream::error_chain(&error), kind = error.kind(), "per-client upstream handshake failed");
+                    tracing::warn!(error = %crate::observe::escaped::Escaped(&crate::transport::upstream::error_chain(&error)), kind = error.kind(), "per-client upstream handshake failed");
                     if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                         // A stdio host at its --max-children: a limit, like maxSessions.
                         return session_cap::refused(proxy, id, SessionLimit::MaxSessions);

@@ -253,7 +253,7 @@ async fn dedicated(
     Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget)
         .await
         .map_err(|error| {
-            tracing::warn!(error = %crate::transport::upstream::error_chain(&error), "per-client upstream handshake for a modern request failed");
+            tracing::warn!(error = %crate::observe::escaped::Escaped(&crate::transport::upstream::error_chain(&error)), "per-client upstream handshake for a modern request failed");
             if let crate::transport::upstream::UpstreamError::Refused(_) = error {
                 return session_cap::refused(proxy, id, SessionLimit::MaxSessions);
             }

@@ -52,7 +52,7 @@ pub(super) fn refusal(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
         .invalid_messages
         .with_label_values(&[reason])
         .inc();
-    tracing::info!(reason, %message, "refused a request (DNS rebinding protection)");
+    tracing::info!(reason, message = %crate::observe::escaped::Escaped(&message), "refused a request (DNS rebinding protection)");
     Answer::error(
         StatusCode::FORBIDDEN,
         &Value::Null,

@@ -84,7 +84,7 @@ pub async fn drain(
         if logged < LOGGED_PER_SECOND {
             logged += 1;
             metrics.stderr_lines.with_label_values(&["logged"]).inc();
-            tracing::info!(child = %label, line = %text, "child stderr");
+            tracing::info!(child = %label, line = %crate::observe::escaped::Escaped(&text), "child stderr");
         } else {
             metrics
                 .stderr_lines

@@ -154,7 +154,7 @@ async fn resume(state: &mut State) -> bool {
     let version = state.protocol_version.as_deref().unwrap_or_default();
     match state.http.reopen(session, version, last_id).await {
         Ok(Some(response)) => {
-            tracing::debug!(last_event_id = %last_id, "resumed a call's SSE stream with GET");
+            tracing::debug!(last_event_id = %crate::observe::escaped::Escaped(last_id), "resumed a call's SSE stream with GET");
             state.events = Some(events(state.http.reply_limit(), response));
             true
         }

@@ -301,13 +301,13 @@ impl UpstreamSession {
                 Err(UpstreamError::Status { status, body }) => tracing::warn!(
                     upstream_session_id = id,
                     status,
-                    body = %body,
+                    body = %crate::observe::escaped::Escaped(&body),
                     protocol_version = %self.protocol_version,
                     "failed to delete upstream session; the upstream keeps it until it expires"
                 ),
                 Err(error) => tracing::warn!(
                     upstream_session_id = id,
-                    error = %super::error_chain(&error),
+                    error = %crate::observe::escaped::Escaped(&super::error_chain(&error)),
                     "failed to delete upstream session"
                 ),
             },

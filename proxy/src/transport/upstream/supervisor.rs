@@ -13,6 +13,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::observe::escaped::Escaped;
+
 use super::backoff::{MAX_BACKOFF, MIN_BACKOFF, QUICK_FAILURE_WINDOW};
 use super::tools::list_tools;
 use super::{
@@ -177,7 +179,7 @@ impl Upstream {
                     .upstream_initializations
                     .with_label_values(&["error"])
                     .inc();
-                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), kind = error.kind(), "upstream handshake failed");
+                tracing::warn!(upstream = %self.endpoint, error = %Escaped(&error_chain(&error)), kind = error.kind(), "upstream handshake failed");
                 self.set_last_error(Some(error_chain(&error)));
                 return Err(Unavailable::Failed);
             }
@@ -275,7 +277,7 @@ impl Upstream {
             Ok(Ok(_)) => return true,
             Ok(Err(UpstreamError::SessionLost)) => "not_found",
             Ok(Err(error)) => {
-                tracing::warn!(upstream = %self.endpoint, error = %error_chain(&error), "upstream unreachable");
+                tracing::warn!(upstream = %self.endpoint, error = %Escaped(&error_chain(&error)), "upstream unreachable");
                 "unreachable"
             }
             Err(_) => {

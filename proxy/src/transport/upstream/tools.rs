@@ -265,7 +265,7 @@ fn write_canonical(value: &Value, out: &mut impl std::io::Write) -> serde_json::
 /// which one branch-free pass finds; serde_json's own writer otherwise. serde_json checks a
 /// byte at a time, which was 8% of the proxy's CPU per audited call with 64 KiB arguments
 /// (issue 14, docs/benchmarks.md).
-fn write_string(text: &str, out: &mut impl std::io::Write) -> serde_json::Result<()> {
+pub(crate) fn write_string(text: &str, out: &mut impl std::io::Write) -> serde_json::Result<()> {
     let plain = text.bytes().fold(true, |plain, b| {
         plain & (b >= 0x20) & (b != b'"') & (b != b'\\')
     });

@@ -136,7 +136,7 @@ impl Shared {
         tracing::warn!(
             child = %self.label,
             reason,
-            line = %String::from_utf8_lossy(&line[..end]),
+            line = %crate::observe::escaped::Escaped(&String::from_utf8_lossy(&line[..end])),
             "skipped a line on child stdout"
         );
     }

@@ -51,9 +51,10 @@ pub struct SessionSettings {
     pub max_sessions: u32,
     /// Most client sessions kept at once with the `Shared` strategy. At the cap, a new
     /// client's `initialize` ends the least recently active idle session (no request in
-    /// flight, no open stream) of its own caller, never another identity's; when its caller
-    /// has none, the `initialize` gets HTTP 503 with a JSON-RPC error naming this field. Each
-    /// session costs a few KiB plus what it keeps for replay. Range 1-65536. Default `4096`.
+    /// flight, no open stream) of its own caller or, when its caller has none, of a caller
+    /// holding at least two more sessions than its own; when there is none either, the
+    /// `initialize` gets HTTP 503 with a JSON-RPC error naming this field. Each session costs a
+    /// few KiB plus what it keeps for replay. Range 1-65536. Default `4096`.
     #[serde(default = "default_max_shared_sessions")]
     #[schemars(with = "i32", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
     pub max_shared_sessions: u32,

@@ -41,9 +41,10 @@ pub struct SessionSpec {
     #[schemars(with = "i32", range(min = MAX_SESSIONS_MIN, max = MAX_SESSIONS_MAX))]
     pub max_sessions: u32,
     /// Most client sessions kept at once with the `Shared` strategy (issue 39). At the cap, a
-    /// new client's `initialize` ends the least recently active idle session of its own caller
-    /// (an identity never ends another's); when it has none, the `initialize` gets HTTP 503 and
-    /// a JSON-RPC error naming this field. Range 1-65536. Default `4096`.
+    /// new client's `initialize` ends the least recently active idle session of its own caller,
+    /// else of a caller holding at least two more sessions than its own; with neither, the
+    /// `initialize` gets HTTP 503 and a JSON-RPC error naming this field. Range 1-65536.
+    /// Default `4096`.
     #[serde(default = "default_max_shared_sessions")]
     #[schemars(with = "i32", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
     pub max_shared_sessions: u32,

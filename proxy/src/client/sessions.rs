@@ -253,6 +253,26 @@ impl Sessions {
         (held, idle.map(|(_, s)| s.id.clone()))
     }
 
+    /// The least recently active idle session of an owner that holds at least two more
+    /// sessions than `held` (the caller's count): the one a caller with no idle session of its
+    /// own may end at the session cap, so abandoned sessions never lock new callers out for a
+    /// whole idle timeout (issue 13), yet no caller is ever left with fewer sessions than the
+    /// one that ended its session (issue 39, item 5). `None` when no such session exists.
+    pub fn idle_of_a_larger_holder(&self, held: usize) -> Option<String> {
+        let map = self.map.read().unwrap_or_else(|e| e.into_inner());
+        let mut counts: HashMap<Option<&str>, usize> = HashMap::new();
+        for session in map.values() {
+            *counts
+                .entry(session.owner.get().map(String::as_str))
+                .or_default() += 1;
+        }
+        map.values()
+            .filter(|s| s.is_idle())
+            .filter(|s| counts[&s.owner.get().map(String::as_str)] >= held + 2)
+            .min_by_key(|s| *s.last_seen.lock().unwrap_or_else(|e| e.into_inner()))
+            .map(|s| s.id.clone())
+    }
+
     /// Ids of every session idle for longer than the idle timeout (the caller ends them).
     pub fn expired_ids(&self) -> Vec<String> {
         let now = Instant::now();
@@ -407,6 +427,36 @@ mod tests {
         let other = Sessions::new(Duration::from_secs(60))
             .with_signer(signed_id::SessionSigner::new(b"another-key-0123456").expect("key"));
         assert!(other.adopt(s.id()).is_none(), "other key");
+    }
+
+    #[test]
+    fn idle_of_a_larger_holder_is_taken_only_from_one_holding_two_more_than_the_caller() {
+        let sessions = Sessions::new(Duration::from_secs(60));
+        let principal = |sub: &str| crate::access::auth::Principal {
+            subject: Some(sub.to_owned()),
+            client_id: Some("agent".to_owned()),
+            ..crate::access::auth::Principal::default()
+        };
+        let (alice, bob) = (principal("alice"), principal("bob"));
+        let first = sessions.create("2025-06-18", json!({}), None, Some(&alice));
+        assert_eq!(
+            sessions.idle_of_a_larger_holder(0),
+            None,
+            "one session each would be left: alice keeps hers"
+        );
+        sessions.create("2025-06-18", json!({}), None, Some(&alice));
+        assert_eq!(
+            sessions.idle_of_a_larger_holder(0).as_deref(),
+            Some(first.id()),
+            "alice holds two more than a caller with none: her oldest idle one"
+        );
+        sessions.create("2025-06-18", json!({}), None, Some(&bob));
+        assert_eq!(
+            sessions.idle_of_a_larger_holder(1),
+            None,
+            "bob holds one, alice two"
+        );
+        assert_eq!(sessions.owned_by(Some(&bob.owner_digest())).0, 1);
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! The two listeners (the MCP port and the admin port): every read has a deadline and every
 //! listener a cap (issue 39, item 2).
 //!
-//! Each accepted connection is first counted against the listener's caps ([`caps`]: open
+//! Each accepted connection is first counted against the listener's caps (`caps`: open
 //! connections in total and per source IP address); one past either is answered `503` with
 //! `Connection: close` in a single non-blocking write and closed at once, before a byte of its
 //! request is read, and counted in `berth_proxy_connections_refused_total{port,reason}`. An
 //! admitted one is served by hyper's HTTP/1 connection builder, which refuses a request line and
 //! header block over `limits.maxHeaderBytes` with 431 and closes the connection (counted in
 //! `berth_proxy_oversized_headers_total{port}`; it never buffers more than that while it waits
-//! for one), under the read deadlines of [`deadlines`] (headers, idle keep-alive) and
-//! [`service`] (the body). `TCP_NODELAY` and the lingering close are `front::mcp::linger`'s.
+//! for one), under the read deadlines of `deadlines` (headers, idle keep-alive) and
+//! `service` (the body). `TCP_NODELAY` and the lingering close are `front::mcp::linger`'s.
 //! On shutdown the listener stops accepting, idle connections close, and in-flight requests
 //! finish (hyper-util's graceful shutdown).
 //!

@@ -9,7 +9,7 @@
 //! loop.
 //!
 //! Bounded in bytes: a line is queued only while the bytes queued and not yet written (flushed)
-//! stay within `capacity`; otherwise [`BatchedWriter::write`] returns [`QueueFull`] at once.
+//! stay within `capacity`; otherwise [`BatchedWriter::write`] returns `QueueFull` at once.
 //! Only the writer thread ever blocks on the output (a stdout nobody reads); a runtime worker
 //! never does, so `/healthz` and calls keep answering (issue 39, item 6). What the caller does
 //! with a full queue is its policy (`limits.auditOnOverflow`, in [`super::Auditor`]). Closing

@@ -2,10 +2,13 @@
 //! strategy's cap (`session.maxSessions` for `PerClient`, `session.maxSharedSessions` for
 //! `Shared`) and the per-identity quota (`session.maxSessionsPerIdentity`).
 //!
-//! Room is made only from the caller's own sessions: the least recently active idle one (no
-//! request in flight, no open stream) is ended, so an identity never ends another's session
-//! to make room for itself, and never holds more than its quota. Without OAuth every caller is
-//! the same anonymous one and only the cap applies.
+//! Room is made first from the caller's own sessions: its least recently active idle one (no
+//! request in flight, no open stream) is ended. At the cap, a caller with no idle session of its
+//! own may end the least recently active idle session of an identity holding at least two more
+//! sessions than it does, so abandoned sessions never lock new callers out for a whole idle
+//! timeout (issue 13), and no caller is ever left with fewer sessions than the one that ended
+//! its session. At its quota, a caller ends only its own. Without OAuth every caller is the
+//! same anonymous one and only the cap applies.
 //!
 //! Not responsible for: opening the session (`initialize`, `modern`) or ending idle sessions
 //! on expiry (`server::tasks`).
@@ -71,6 +74,13 @@ pub fn make_room(proxy: &Front, caller: Option<&Principal>) -> Result<(), Sessio
         } else {
             return Ok(());
         };
+        // At the cap (not the caller's quota), a caller with no idle session of its own may
+        // end one of an identity holding at least two more than it does.
+        let idle = idle.or_else(|| {
+            (limit != SessionLimit::PerIdentity)
+                .then(|| sessions.idle_of_a_larger_holder(held))
+                .flatten()
+        });
         let Some(id) = idle else {
             return Err(limit);
         };

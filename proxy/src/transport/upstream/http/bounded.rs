@@ -96,7 +96,7 @@ impl ReplyLimit {
         Ok(bytes.freeze())
     }
 
-    /// `body`'s bytes for the SSE parser, ended with [`ReadError::TooLarge`] as soon as one
+    /// `body`'s bytes for the SSE parser, ended with `ReadError::TooLarge` as soon as one
     /// event passes the limit (its field lines, without line ends, counted together).
     pub fn sse_bytes<B>(&self, body: B) -> BoxStream<'static, Result<Bytes, ReadError>>
     where

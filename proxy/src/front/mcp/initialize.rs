@@ -3,7 +3,6 @@
 //! own handshake on a new upstream session of its own, capped by `session.maxSessions`.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::http::StatusCode;
 use berth_crds::SessionStrategy;
@@ -163,31 +162,6 @@ fn negotiate<'a>(requested: Option<&'a str>, upstream: &'a str) -> &'a str {
         Some(version) if HANDSHAKE_VERSIONS.contains(&version) && version <= upstream => version,
         _ => upstream,
     }
-}
-
-/// A new session refused at a session limit (`message` names its field): 503, -32014, outcome
-/// `rejected`, `data` with the outcome added.
-pub(super) fn session_limit_answer(
-    proxy: &Front,
-    id: &Value,
-    message: &str,
-    mut data: Value,
-) -> Answer {
-    proxy.engine.metrics.record(
-        "initialize",
-        None,
-        Outcome::Rejected,
-        Duration::ZERO,
-        crate::observe::metrics::Era::Legacy,
-    );
-    data["outcome"] = json!(Outcome::Rejected.as_label());
-    Answer::error_with_data(
-        StatusCode::SERVICE_UNAVAILABLE,
-        id,
-        jsonrpc::SESSION_LIMIT,
-        message,
-        data,
-    )
 }
 
 /// No upstream session for a new client: 504 when the handshake ran out of `timeouts.connect`

@@ -13,11 +13,16 @@
 //! Not responsible for: opening the session (`initialize`, `modern`) or ending idle sessions
 //! on expiry (`server::tasks`).
 
+use std::time::Duration;
+
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::access::auth::Principal;
 use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
+use crate::wire::jsonrpc;
+use crate::wire::outcome::Outcome;
 
 /// Which limit a new session would break: each names its spec field and is the `limit` label
 /// of `berth_proxy_session_limit_refusals_total`.
@@ -118,10 +123,30 @@ pub fn refused(proxy: &Front, id: &Value, limit: SessionLimit) -> Answer {
             "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
         ),
     };
-    super::initialize::session_limit_answer(
+    session_limit_answer(
         proxy,
         id,
         message,
         json!({ "limit": limit.field(), "value": value }),
+    )
+}
+
+/// A new session refused at a session limit (`message` names its field): 503, -32014, outcome
+/// `rejected`, `data` with the outcome added.
+fn session_limit_answer(proxy: &Front, id: &Value, message: &str, mut data: Value) -> Answer {
+    proxy.engine.metrics.record(
+        "initialize",
+        None,
+        Outcome::Rejected,
+        Duration::ZERO,
+        crate::observe::metrics::Era::Legacy,
+    );
+    data["outcome"] = json!(Outcome::Rejected.as_label());
+    Answer::error_with_data(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        jsonrpc::SESSION_LIMIT,
+        message,
+        data,
     )
 }

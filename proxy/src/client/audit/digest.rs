@@ -42,17 +42,8 @@ pub fn of_text(text: &str) -> String {
         hash = Sha256::new();
         hash.update(text.as_bytes());
     }
-    let digest = hash.finalize();
-    let mut out = String::with_capacity(7 + 2 * digest.len());
-    out.push_str("sha256:");
-    for byte in digest.iter() {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
-    out
+    crate::transport::upstream::tools::sha256_label(hash)
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Hashes one JSON value canonically; `comma`: a `,` goes first (an array's later element).
 struct Canonical<'h> {

@@ -203,7 +203,13 @@ pub(crate) fn canonical_digest(value: &Value) -> String {
     let mut hash = HashWriter(Sha256::new());
     // Writing into a hash cannot fail, and a `Value` always serializes.
     let _ = write_canonical(value, &mut hash);
-    let digest = hash.0.finalize();
+    sha256_label(hash.0)
+}
+
+/// `sha256:` and the lowercase hex of what `hash` has taken in: the form of every digest Berth
+/// shows (tool fingerprints, audit argument digests).
+pub(crate) fn sha256_label(hash: Sha256) -> String {
+    let digest = hash.finalize();
     let mut out = String::with_capacity(7 + 2 * digest.len());
     out.push_str("sha256:");
     for byte in digest.iter() {

@@ -495,9 +495,15 @@ impl FaultHandle {
     }
 
     /// Holds one `resources/subscribe` for [`Faults::subscribe_delay`], counted as in flight.
+    /// Without a delay it returns at once, so the subscription is recorded in the same step
+    /// as the request (a zero sleep still waits for the timer's next tick, and a test that saw
+    /// the request counted would notify a URI not yet subscribed).
     async fn delay_subscribe(&self) {
         let delay = {
             let mut inner = self.lock();
+            if inner.faults.subscribe_delay.is_zero() {
+                return;
+            }
             inner.subscribes_now += 1;
             inner.subscribes_most = inner.subscribes_most.max(inner.subscribes_now);
             inner.faults.subscribe_delay

@@ -90,6 +90,14 @@ pub struct ProxyConfig {
     /// [`limits::LimitsSpec::default`].
     #[serde(default, skip_serializing_if = "is_default")]
     pub limits: limits::LimitsSpec,
+    /// SHA-256 (64 lowercase hex digits) of the bearer token the admin port's diagnostics
+    /// (`/tools`: tool names and fingerprints; `/upstream`: the upstream's last error and a
+    /// stdio child's last stderr lines) require from a peer that is not on loopback. The
+    /// operator sets it and sends the token; `/metrics`, `/healthz` and `/readyz` stay open to
+    /// probes and scrapers. Default: none, and the diagnostics answer loopback peers only
+    /// (issue 39, item 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics_token_sha256: Option<String>,
 }
 
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
@@ -135,6 +143,14 @@ impl ProxyConfig {
         self.timeouts.drain()?;
         self.tools_probe.interval()?;
         self.limits.check()?;
+        if let Some(digest) = &self.diagnostics_token_sha256
+            && !(digest.len() == 64
+                && digest
+                    .bytes()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        {
+            return Err(ProxyConfigError::DiagnosticsToken);
+        }
         let max_sessions = u64::from(self.session.max_sessions);
         if !(MAX_SESSIONS_MIN..=MAX_SESSIONS_MAX).contains(&max_sessions) {
             return Err(ProxyConfigError::OutOfRange {

@@ -54,6 +54,7 @@ pub mod admin;
 pub mod apply;
 pub mod build;
 pub mod controller;
+pub mod diagnostics;
 pub mod error;
 pub mod labels;
 pub mod metrics;

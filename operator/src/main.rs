@@ -59,6 +59,11 @@ enum Command {
         /// Seconds before expiry the holder renews the lease.
         #[arg(long, default_value_t = 5)]
         lease_renew_grace_seconds: u64,
+        /// The key the proxies' diagnostics tokens are derived from (any text; the chart fills
+        /// it from a Secret). Unset: random per process, so every proxy's ConfigMap changes
+        /// when the operator restarts.
+        #[arg(long, env = "BERTH_DIAGNOSTICS_KEY", hide_env_values = true)]
+        diagnostics_key: Option<String>,
     },
 }
 
@@ -86,6 +91,7 @@ async fn main() -> anyhow::Result<()> {
             lease_identity,
             lease_duration_seconds,
             lease_renew_grace_seconds,
+            diagnostics_key,
         } => {
             tracing_subscriber::fmt()
                 .with_env_filter(
@@ -111,6 +117,17 @@ async fn main() -> anyhow::Result<()> {
                     lease_duration_seconds,
                     renew_grace_seconds: lease_renew_grace_seconds,
                 }),
+                diagnostics_key: match diagnostics_key.as_deref() {
+                    Some(text) if !text.is_empty() => {
+                        berth_operator::diagnostics::DiagnosticsKey::from_text(text)
+                    }
+                    _ => {
+                        tracing::warn!(
+                            "BERTH_DIAGNOSTICS_KEY is not set: proxies' diagnostics tokens change when the operator restarts"
+                        );
+                        berth_operator::diagnostics::DiagnosticsKey::default()
+                    }
+                },
             };
             berth_operator::run(client, settings, shutdown_signal())
                 .await

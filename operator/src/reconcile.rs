@@ -185,7 +185,14 @@ pub async fn reconcile(upstream: Arc<McpUpstream>, ctx: Arc<Context>) -> Result<
 async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Error> {
     let current = upstream.status.clone().unwrap_or_default();
     let config = match validate(upstream) {
-        Ok(config) => config,
+        Ok(mut config) => {
+            let token = ctx.settings.diagnostics_key.token_sha256(
+                &upstream.namespace().unwrap_or_default(),
+                &upstream.name_any(),
+            );
+            config.diagnostics_token_sha256 = Some(token);
+            config
+        }
         Err(invalid) => {
             // Children already running from an earlier valid spec are left as they are, and so
             // is what the status says about them.
@@ -225,7 +232,14 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         &ctx.settings.cluster_domain,
         upstream.spec.proxy.port,
     );
-    let report = report::read(&ctx.client, &ctx.http, upstream, &deployment).await?;
+    let report = report::read(
+        &ctx.client,
+        &ctx.http,
+        upstream,
+        &deployment,
+        &ctx.settings.diagnostics_key,
+    )
+    .await?;
     let mut verdicts = conditions::observed(&deployment, &report);
     if let Some(message) = pod_disruption_budget::blocks_drain(&upstream.spec) {
         conditions::flag_blocked_drain(&mut verdicts, message);

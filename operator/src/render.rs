@@ -82,6 +82,7 @@ pub fn proxy_config(spec: &McpUpstreamSpec) -> ProxyConfig {
         request_origin: spec.proxy.request_origin.clone(),
         audit: spec.proxy.audit,
         limits: spec.proxy.limits.clone(),
+        diagnostics_token_sha256: None,
     }
 }
 

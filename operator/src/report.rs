@@ -30,6 +30,7 @@ use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
 use crate::build::container::UPSTREAM_CONTAINER;
+use crate::diagnostics::DiagnosticsKey;
 use crate::labels;
 
 // The error of `read` lives in `error`, below every step (issue 17); still reachable here.
@@ -174,9 +175,11 @@ pub async fn read(
     http: &reqwest::Client,
     upstream: &McpUpstream,
     deployment: &Deployment,
+    diagnostics: &DiagnosticsKey,
 ) -> Result<Report, ListPodsError> {
     let name = upstream.name_any();
     let namespace = upstream.namespace().unwrap_or_default();
+    let token = diagnostics.token(&namespace, &name);
     let selector = labels::selector(&name)
         .iter()
         .map(|(key, value)| format!("{key}={value}"))
@@ -198,7 +201,7 @@ pub async fn read(
     let pods = owned_pods(deployment, &replica_sets.items, pods.items);
     let pods = pod_states(&pods);
     let proxy = match ask_whom(&pods) {
-        Some((pod, ip)) => ask(http, pod, ip, upstream.spec.proxy.admin_port).await,
+        Some((pod, ip)) => ask(http, pod, ip, upstream.spec.proxy.admin_port, &token).await,
         None => ProxyReport::NoPodRunning,
     };
     Ok(Report { pods, proxy })
@@ -290,8 +293,9 @@ pub fn ask_whom(pods: &[PodState]) -> Option<(&str, &str)> {
 
 /// GETs `/tools`, `/readyz` and `/upstream` of the proxy at `ip:port`, all within
 /// [`REPORT_TIMEOUT`], reading at most [`MAX_ANSWER_BYTES`] of each answer; the text kept is
-/// [`bounded`].
-async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyReport {
+/// [`bounded`]. Every request carries `token`, the diagnostics token of the proxy's
+/// `McpUpstream` ([`DiagnosticsKey::token`]; issue 39, item 10).
+async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32, token: &str) -> ProxyReport {
     // An IPv6 pod IP needs brackets in a URL.
     let host = if ip.contains(':') {
         format!("[{ip}]")
@@ -300,7 +304,7 @@ async fn ask(http: &reqwest::Client, pod: &str, ip: &str, port: i32) -> ProxyRep
     };
     let base = format!("http://{host}:{port}");
     let get = |path: &'static str| {
-        let request = http.get(format!("{base}{path}"));
+        let request = http.get(format!("{base}{path}")).bearer_auth(token);
         async move {
             let response = request.send().await.map_err(Unanswered::from)?;
             let status = response.status();

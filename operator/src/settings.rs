@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::DEFAULT_PROXY_IMAGE;
+use crate::diagnostics::DiagnosticsKey;
 
 /// Re-reconcile interval of a healthy object even without changes (drift safety net; changes
 /// of owned objects trigger reconciles sooner).
@@ -34,6 +35,9 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// Run the controller only while holding a Lease; `None` (the default) always runs it.
     pub leader_election: Option<LeaderElection>,
+    /// The key each proxy's diagnostics token is derived from (`BERTH_DIAGNOSTICS_KEY`;
+    /// issue 39, item 10). Default: random for this process.
+    pub diagnostics_key: DiagnosticsKey,
 }
 
 impl Default for Settings {
@@ -46,6 +50,7 @@ impl Default for Settings {
             resync_interval: RESYNC_INTERVAL,
             namespace: None,
             leader_election: None,
+            diagnostics_key: DiagnosticsKey::default(),
         }
     }
 }

@@ -98,6 +98,8 @@ fn from_config_error(err: ProxyConfigError) -> InvalidSpec {
         ProxyConfigError::DownstreamAuth(_) => InvalidSpec::new("spec.proxy.auth", err),
         ProxyConfigError::GrantsNeedOAuth => InvalidSpec::new("spec.tools.grants", err),
         ProxyConfigError::ReadOnlyNeedsProbe => InvalidSpec::new("spec.toolsProbe.policy", err),
+        // Set by the operator, never by the user.
+        ProxyConfigError::DiagnosticsToken => InvalidSpec::new("spec", err),
     }
 }
 

@@ -194,6 +194,7 @@ fn config_from(args: &Args) -> anyhow::Result<ProxyConfig> {
             request_origin: Default::default(),
             audit: Default::default(),
             limits: Default::default(),
+            diagnostics_token_sha256: None,
         },
         (None, None) => {
             anyhow::bail!("one of --config, --upstream-url or --upstream-command is required")

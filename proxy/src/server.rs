@@ -239,6 +239,9 @@ pub async fn start_on(
         upstream: Arc::clone(&engine.upstream),
         metrics: Arc::clone(&engine.metrics),
         draining: Arc::clone(&draining),
+        diagnostics_token: crate::front::admin::diagnostics_digest(
+            config.diagnostics_token_sha256.as_deref(),
+        ),
     };
     let listeners = [
         Listener {

@@ -124,6 +124,9 @@ pub struct Faults {
     /// `server-sse-polling`): its POST stream carries only a priming event (an event id, `retry:
     /// 50`, no data) and closes; the response comes on a `GET` with that `Last-Event-ID`.
     pub sse_polling: bool,
+    /// With `sse_polling`, this many of the `GET`s that resume a polled call close at once
+    /// without an event before one carries the response (issue 39, item 11).
+    pub empty_resumptions: u32,
     /// A strict server (issue 12, item 4): every request after the handshake (every POST but
     /// `initialize`, every GET and DELETE) whose `MCP-Protocol-Version` header is missing or
     /// differs from the revision negotiated on its session gets HTTP 400 with

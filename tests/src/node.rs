@@ -262,6 +262,26 @@ pub async fn get_pod(pod: &Pod, port: i32, path: &str) -> Option<String> {
     reply.text().await.ok()
 }
 
+/// The HTTP status of `GET http://<pod IP>:<port><path>` with `bearer` as the token, if any;
+/// `None` on any failure to get an answer.
+pub async fn pod_status_code(
+    pod: &Pod,
+    port: i32,
+    path: &str,
+    bearer: Option<&str>,
+) -> Option<u16> {
+    let ip = pod.status.as_ref()?.pod_ip.as_deref()?;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .build()
+        .ok()?;
+    let mut request = client.get(format!("http://{ip}:{port}{path}"));
+    if let Some(token) = bearer {
+        request = request.bearer_auth(token);
+    }
+    Some(request.send().await.ok()?.status().as_u16())
+}
+
 /// Deadline for a new McpUpstream's pod to run and its proxy to report ready: images are
 /// already on the node, but two cores start the Node server, the proxy and the probes.
 pub const READY_DEADLINE: Duration = Duration::from_secs(180);

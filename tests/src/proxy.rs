@@ -28,6 +28,7 @@ pub fn config(upstream_url: &str, call_timeout: &str) -> ProxyConfig {
         request_origin: Default::default(),
         audit: berth_crds::proxy_config::audit::AuditLog::Off,
         limits: Default::default(),
+        diagnostics_token_sha256: None,
     };
     config.timeouts.call = berth_crds::DurationString::new(call_timeout);
     config

@@ -99,3 +99,36 @@ async fn br_01_stdio_child_null_id_error_answers_the_only_pending_call_under_its
     );
     proxy.shutdown().await;
 }
+
+/// Issue 39, item 11: an `id: null` error the child prints after the proxy wrote it a
+/// notification may be that notification's, so it never answers the call pending at the time:
+/// the call gets its own answer when it comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn br_01_stdio_null_id_error_after_a_notification_never_replaces_the_pending_calls_answer() {
+    let marker = Marker::new("br01late");
+    let mut cfg = berth_tests::stdio::config(fault_child(&marker, &[]), SessionStrategy::PerClient);
+    cfg.timeouts.call = DurationString::new(CALL_BUDGET);
+    let proxy = start(&cfg, &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let pending = {
+        let (url, session) = (url.clone(), session.clone());
+        tokio::spawn(async move {
+            let body = call(json!(11), "sleep", json!({"ms": 1500, "tag": "its own"}));
+            post_raw(&url, Some(&session), &body).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let unreadable = json!({"jsonrpc": "2.0", "method": "notifications/unreadable"}).to_string();
+    let accepted = post_raw(&url, Some(&session), &unreadable).await;
+    assert_eq!(accepted.status, 202, "{accepted:?}");
+    let reply = pending.await.expect("the call's task");
+    assert_eq!(reply.last()["id"], json!(11), "{reply:?}");
+    assert_eq!(
+        reply.last()["result"]["content"][0]["text"],
+        json!("its own"),
+        "the null-id error replaced the call's answer: {reply:?}"
+    );
+    proxy.shutdown().await;
+}

@@ -114,7 +114,28 @@ async fn http_upstream_pod_runs_2_of_2_and_serves_calls_through_the_cluster_ip()
     assert_eq!(failed.is_error, Some(true), "{failed:?}");
     mcp.cancel().await.expect("client closes");
 
+    // Issue 39, item 10: from outside the pod (this host, on the pod network) the diagnostics
+    // need the operator's token, which the operator has (ToolsDiscovered came from /tools);
+    // the scrape and probe endpoints stay open.
+    for (path, token, expected) in [
+        ("/tools", None, 401),
+        ("/upstream", None, 401),
+        ("/tools", Some("not-the-token"), 401),
+        ("/metrics", None, 200),
+        ("/readyz", None, 200),
+    ] {
+        assert_eq!(
+            node::pod_status_code(&pod, 9090, path, token).await,
+            Some(expected),
+            "{path} with {token:?}"
+        );
+    }
     let metrics = metrics_of(&pod).await;
+    assert_eq!(
+        sample(&metrics, "berth_proxy_diagnostics_refusals_total"),
+        3.0,
+        "{metrics}"
+    );
     let series = |outcome: &str| {
         format!("berth_proxy_tool_calls_total{{outcome=\"{outcome}\",tool=\"echo\"}}")
     };

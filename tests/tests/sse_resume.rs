@@ -305,3 +305,57 @@ async fn replay_kept_by_all_sessions_stays_within_the_budget() {
     );
     proxy.shutdown().await;
 }
+
+/// Issue 39, item 11: a resumed stream that closes again without an event is resumed again
+/// (with the same `Last-Event-ID`), within the call's budget, and the call gets its answer.
+#[tokio::test]
+async fn upstream_stream_resumed_that_closes_without_an_event_is_resumed_again() {
+    let upstream = FaultUpstream::builder()
+        .faults(Faults {
+            sse_polling: true,
+            empty_resumptions: 2,
+            ..Faults::default()
+        })
+        .start()
+        .await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(
+            json!(7),
+            "echo",
+            json!({"message": "after two empty polls"}),
+        ),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.last()["id"], json!(7), "{reply:?}");
+    assert_eq!(
+        reply.last()["result"]["content"][0]["text"],
+        json!("after two empty polls"),
+        "{reply:?}"
+    );
+    let resumed: Vec<_> = upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.http_method == "GET")
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(name, _)| name == "last-event-id")
+                .map(|(_, value)| value.clone())
+        })
+        .collect();
+    // Two empty resumptions, then the one that answers, all after the same priming event.
+    assert_eq!(resumed.len(), 3, "{resumed:?}");
+    assert!(
+        resumed
+            .iter()
+            .all(|id| id.starts_with("prime-") && *id == resumed[0]),
+        "{resumed:?}"
+    );
+    proxy.shutdown().await;
+}

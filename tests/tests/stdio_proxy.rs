@@ -285,6 +285,46 @@ async fn br_07_shared_child_exit_drops_the_child_gauge_to_0_and_respawns_with_ba
     proxy.shutdown().await;
 }
 
+/// Issue 39, item 11: a legacy child that exits on the era probe (`server/discover`) is
+/// started again for `initialize`; its exit is counted as `cause="era_probe"`, never as the
+/// crash `BerthStdioChildCrashes` alerts on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_child_ending_on_the_era_probe_is_not_counted_as_a_crash() {
+    let marker = Marker::new("probeexit");
+    let child = fault_child(&marker, &["--exit-on-discover"]);
+    let proxy = start(&config(child, SessionStrategy::Shared), &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"tag": "served"})),
+    )
+    .await;
+    assert_eq!(text_of(reply.last()), "served", "{reply:?}");
+    let exits = |cause: &str| {
+        let metrics = proxy.engine.metrics.render();
+        sample(
+            &metrics,
+            &format!(r#"berth_proxy_stdio_child_exits_total{{cause="{cause}",code="1"}}"#),
+        )
+    };
+    within(
+        "the probe's child to be reaped",
+        Duration::from_secs(5),
+        || async { exits("era_probe") == 1.0 },
+    )
+    .await;
+    assert_eq!(exits("exited"), 0.0, "{}", proxy.engine.metrics.render());
+    assert_eq!(
+        marker.starts().len(),
+        2,
+        "the probe's child and initialize's"
+    );
+    proxy.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn br_08_stdout_eof_is_fatal_the_child_is_stopped_and_retries_run_out() {
     let marker = Marker::new("br08");

@@ -72,6 +72,9 @@ pub enum ProxyConfigError {
         "toolsProbe.policy Never cannot serve tools.readOnly or a readOnly grant: readOnlyHint comes from the proxy's own tool listing"
     )]
     ReadOnlyNeedsProbe,
+    /// `diagnosticsTokenSha256` is not 64 lowercase hex digits.
+    #[error("diagnosticsTokenSha256 must be 64 lowercase hex digits (a SHA-256)")]
+    DiagnosticsToken,
     /// The transport is declared in the API but this proxy build does not serve it yet.
     #[error("upstream.transport {0:?} is not supported by this proxy version")]
     UnsupportedTransport(Transport),

@@ -121,7 +121,7 @@ async fn br_19_admin_port_that_never_answers_is_a_timeout_not_a_failure() {
         }
     });
     let http = super::http_client().expect("client");
-    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port, "token").await;
     held.abort();
     assert_eq!(
         report,
@@ -139,7 +139,7 @@ async fn admin_port_that_refuses_is_a_failure_with_the_reason() {
         i32::from(listener.local_addr().expect("addr").port())
     };
     let http = super::http_client().expect("client");
-    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port, "token").await;
     let ProxyReport::Failed { pod, error } = report else {
         panic!("a refused connection is a failure: {report:?}");
     };
@@ -255,7 +255,7 @@ async fn admin_answer_without_end_is_abandoned_past_one_mebibyte() {
     let (port, written) = admin_server(|_| ("200 OK", None)).await;
     let http = super::http_client().expect("client");
     let started = std::time::Instant::now();
-    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port, "token").await;
     let ProxyReport::Failed { error, .. } = &report else {
         panic!("an endless answer is a failure: {report:?}");
     };
@@ -290,7 +290,7 @@ async fn admin_long_reason_and_names_are_cut_to_the_bound() {
     })
     .await;
     let http = super::http_client().expect("client");
-    let report = super::ask(&http, "pod-0", "127.0.0.1", port).await;
+    let report = super::ask(&http, "pod-0", "127.0.0.1", port, "token").await;
     let ProxyReport::Answered {
         tools, not_ready, ..
     } = &report

@@ -4,15 +4,28 @@
 //!
 //! Liveness never depends on the upstream, so a dead upstream takes the pod out of the Service
 //! without a restart loop (README.md, "Design").
+//!
+//! The diagnostics, `/tools` (tool names and fingerprints) and `/upstream` (the upstream's last
+//! error, a stdio child's last stderr lines), are not public (issue 39, item 10): a peer that
+//! is not on loopback must send `Authorization: Bearer <token>` whose SHA-256 is
+//! `diagnosticsTokenSha256` (the operator's); without that setting they answer loopback peers
+//! only. Anything else gets 401 with no body, counted in
+//! `berth_proxy_diagnostics_refusals_total`. `/metrics`, `/healthz` and `/readyz` stay open to
+//! scrapers and probes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use std::net::SocketAddr;
+
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
 
 use crate::observe::metrics::Metrics;
 use crate::transport::upstream::Upstream;
@@ -26,17 +39,64 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     /// Set when a drain began: `/readyz` answers 503 `draining`.
     pub draining: Arc<AtomicBool>,
+    /// SHA-256 of the diagnostics token (`diagnosticsTokenSha256`); `None`: loopback only.
+    pub diagnostics_token: Option<[u8; 32]>,
 }
 
 /// The admin routes.
 pub fn router(admin: Admin) -> Router {
+    let diagnostics = Router::new()
+        .route("/tools", get(tools))
+        .route("/upstream", get(upstream))
+        .route_layer(axum::middleware::from_fn_with_state(
+            admin.clone(),
+            diagnostics_access,
+        ));
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/tools", get(tools))
-        .route("/upstream", get(upstream))
+        .merge(diagnostics)
         .with_state(admin)
+}
+
+/// Lets a diagnostics request through from a loopback peer, or with the diagnostics token;
+/// else 401, counted.
+async fn diagnostics_access(
+    State(admin): State<Admin>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let allowed = peer.ip().is_loopback()
+        || admin.diagnostics_token.is_some_and(|expected| {
+            bearer(request.headers()).is_some_and(|token| {
+                let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+                bool::from(digest.ct_eq(&expected))
+            })
+        });
+    if allowed {
+        return next.run(request).await;
+    }
+    admin.metrics.connections.diagnostics_refused.inc();
+    StatusCode::UNAUTHORIZED.into_response()
+}
+
+/// The token of an `Authorization: Bearer` header.
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// The SHA-256 of `diagnosticsTokenSha256` (64 hex digits, as checked by the config).
+pub fn diagnostics_digest(hex: Option<&str>) -> Option<[u8; 32]> {
+    let hex = hex?;
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    (hex.len() == 64).then_some(digest)
 }
 
 async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {

@@ -153,7 +153,7 @@ pub fn serve(
                 }
             };
             match caps.admit(peer.ip()) {
-                Ok(admission) => server.spawn(stream, admission),
+                Ok(admission) => server.spawn(stream, peer, admission),
                 Err(reason) => {
                     server.metrics.count_refusal(server.port, reason);
                     refuse(stream);
@@ -178,13 +178,14 @@ struct Server {
 impl Server {
     /// Serves an admitted connection in a task of its own, watched by the graceful shutdown;
     /// its place under the caps is given back when it ends.
-    fn spawn(&self, stream: TcpStream, admission: Admission) {
+    fn spawn(&self, stream: TcpStream, peer: std::net::SocketAddr, admission: Admission) {
         let connection = linger::accept(stream);
         let limits = &self.limits;
         let activity = Activity::new(limits.header_read_timeout, limits.idle_timeout);
         let service = ConnectionService {
             router: self.router.clone(),
             linger: connection.linger(),
+            peer,
             activity: activity.clone(),
             body_timeout: limits.request_body_timeout,
             port: self.port,

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-pub use crate::observe::metrics::stdio::{self as metrics, StdioMetrics};
+pub use crate::observe::metrics::stdio::{self as metrics, ExitCause, StdioMetrics};
 pub use connection::{Connection, EndReason, PendingReply};
 
 use crate::transport::upstream::UpstreamError;
@@ -288,9 +288,13 @@ impl Keeper {
                 }
             }
         };
-        let stopped = matches!(reason, EndReason::Closed | EndReason::StdoutClosed);
+        let cause = match reason {
+            EndReason::Closed | EndReason::StdoutClosed => ExitCause::Stopped,
+            _ if self.shared.era_probe() => ExitCause::EraProbe,
+            _ => ExitCause::Exited,
+        };
         if let Some(status) = status {
-            self.metrics.record_exit(status, stopped);
+            self.metrics.record_exit(status, cause);
         }
         self.metrics.children.dec();
         self.finish(reason);

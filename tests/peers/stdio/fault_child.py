@@ -24,13 +24,16 @@ Speaks newline-delimited JSON-RPC on stdin/stdout and misbehaves on request:
                         "roots answered"
   --ambiguous-in-batch  with --batch-replies, the array starts with a member that names "id"
                         twice (id 999 first, the response's id last) and answers "ambiguous"
+  --exit-on-discover    exit with code 1 on the era probe (server/discover), as a legacy server that
+                        ends on a request it does not know (issue 39, item 11)
   --raw-dir DIR         the tool raw answers with the exact text of DIR/result as its result
                         (never parsed), and every line read from stdin is appended to
                         DIR/received as it arrived (issue 12, item 6)
 
 Tools: echo {tag} -> text tag; sleep {ms, tag} -> text tag after ms (concurrent); crash ->
 exits mid-call without answering; huge {bytes} -> one reply line of about that many bytes;
-whoami -> the pid; null-id -> an error with "id": null (BR-01); huge-log {bytes} -> a log notification of about
+whoami -> the pid; null-id -> an error with "id": null (BR-01), as is the notification
+notifications/unreadable; huge-log {bytes} -> a log notification of about
 that many bytes, then the text "logged"; ask -> sends sampling/createMessage to the client and answers the call with
 the client's result as JSON text.
 """
@@ -58,6 +61,7 @@ parser.add_argument("--batch-replies", action="store_true")
 parser.add_argument("--ambiguous-in-batch", action="store_true")
 parser.add_argument("--roots-during-list", action="store_true")
 parser.add_argument("--raw-dir")
+parser.add_argument("--exit-on-discover", action="store_true")
 args = parser.parse_args()
 
 out = sys.stdout.buffer
@@ -198,6 +202,8 @@ for raw in sys.stdin.buffer:
             f.write(raw)
     msg = json.loads(raw)
     method = msg.get("method")
+    if method == "server/discover" and args.exit_on_discover:
+        os._exit(1)
     if method == "initialize":
         if args.init_on_eof:
             pending_init = msg
@@ -212,6 +218,10 @@ for raw in sys.stdin.buffer:
         count("roots answered")
     elif method == "tools/call":
         call_tool(msg)
+    elif method == "notifications/unreadable":
+        # A message the server cannot read: an error it cannot tie to a request (id null).
+        send({"jsonrpc": "2.0", "id": None,
+              "error": {"code": -32700, "message": "could not read a notification"}})
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
     elif method is None and msg.get("id") in asked:

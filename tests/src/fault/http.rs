@@ -283,6 +283,17 @@ async fn on_get(
         Ok(session) => session,
         Err(refusal) => return *refusal,
     };
+    let polled = header_text(&headers, "last-event-id").is_some_and(|id| {
+        inner
+            .sessions
+            .get(&session)
+            .is_some_and(|state| state.polled.contains_key(&id))
+    });
+    if polled && inner.faults.empty_resumptions > 0 {
+        inner.faults.empty_resumptions -= 1;
+        let none = futures::stream::empty::<Result<Event, Infallible>>();
+        return Sse::new(none).into_response();
+    }
     let Some(state) = inner.sessions.get_mut(&session) else {
         return status_only(StatusCode::NOT_FOUND);
     };

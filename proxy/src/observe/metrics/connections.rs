@@ -1,12 +1,13 @@
 //! The listeners' metrics (`berth_proxy_connections_refused_total`,
 //! `berth_proxy_connection_timeouts_total`, `berth_proxy_oversized_headers_total`,
-//! `berth_proxy_open_connections`), registered in the proxy's one registry: what each
-//! connection cap refused, each read deadline closed and the header size limit refused, per
-//! port (issue 39, item 2). Every name is in `docs/metrics.md`.
+//! `berth_proxy_open_connections`, `berth_proxy_diagnostics_refusals_total`), registered in the
+//! proxy's one registry: what each connection cap refused, each read deadline closed and the
+//! header size limit refused, per port (issue 39, item 2), and the admin port's diagnostics
+//! requests refused (item 10). Every name is in `docs/metrics.md`.
 //!
 //! Not responsible for: enforcing the limits (`server::connections` does).
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGaugeVec, Opts, Registry};
 
 /// The `port` label: which listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,9 @@ pub struct ConnectionMetrics {
     /// `berth_proxy_open_connections{port}`: connections open now (refused ones are never
     /// counted).
     pub open: IntGaugeVec,
+    /// `berth_proxy_diagnostics_refusals_total`: requests for the admin port's diagnostics
+    /// (`/tools`, `/upstream`) refused for want of the diagnostics token.
+    pub diagnostics_refused: IntCounter,
 }
 
 impl ConnectionMetrics {
@@ -126,12 +130,18 @@ impl ConnectionMetrics {
                 &["port"],
             )
             .expect("valid metric"),
+            diagnostics_refused: IntCounter::new(
+                "berth_proxy_diagnostics_refusals_total",
+                "admin diagnostics requests refused for want of the diagnostics token",
+            )
+            .expect("valid metric"),
         };
         for collector in [
             Box::new(metrics.refused.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(metrics.timeouts.clone()),
             Box::new(metrics.oversized_headers.clone()),
             Box::new(metrics.open.clone()),
+            Box::new(metrics.diagnostics_refused.clone()),
         ] {
             registry.register(collector).expect("unique metric");
         }

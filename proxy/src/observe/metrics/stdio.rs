@@ -10,7 +10,7 @@ pub struct StdioMetrics {
     /// yet reaped), the "child-up" gauge of field case BR-07.
     pub children: IntGauge,
     /// `berth_proxy_stdio_child_exits_total{code,cause}`: reaped children by exit `code`
-    /// (`0`-`255`, or `signal`) and `cause` (`exited`: on its own; `stopped`: the proxy ended it).
+    /// (`0`-`255`, or `signal`) and `cause` ([`ExitCause`]).
     pub child_exits: IntCounterVec,
     /// `berth_proxy_stdio_spawn_failures_total`: children that could not be started (no such
     /// program, not executable) or stdio-host connections that could not be opened.
@@ -102,11 +102,37 @@ impl StdioMetrics {
     }
 
     /// Counts one reaped child.
-    pub fn record_exit(&self, status: std::process::ExitStatus, stopped: bool) {
+    pub fn record_exit(&self, status: std::process::ExitStatus, cause: ExitCause) {
         let code = status
             .code()
             .map_or_else(|| "signal".to_owned(), |c| c.clamp(0, 255).to_string());
-        let cause = if stopped { "stopped" } else { "exited" };
-        self.child_exits.with_label_values(&[&code, cause]).inc();
+        self.child_exits
+            .with_label_values(&[&code, cause.as_label()])
+            .inc();
+    }
+}
+
+/// Why a reaped stdio child ended, the `cause` label of `berth_proxy_stdio_child_exits_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitCause {
+    /// It exited on its own: a crash, or a server that quit (`exited`, what
+    /// `BerthStdioChildCrashes` counts).
+    Exited,
+    /// The proxy ended it: session end, stdout EOF, shutdown (`stopped`).
+    Stopped,
+    /// It exited while the era probe (`server/discover`) waited for its answer: a legacy
+    /// server ending on a request it does not know, started again for `initialize`
+    /// (`era_probe`; issue 39, item 11).
+    EraProbe,
+}
+
+impl ExitCause {
+    /// The label value.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Stopped => "stopped",
+            Self::EraProbe => "era_probe",
+        }
     }
 }

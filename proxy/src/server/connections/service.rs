@@ -1,6 +1,6 @@
 //! What hyper calls for each request of a connection: the front's router, with the request
 //! marked in flight (so the connection's idle deadline waits, `deadlines`), its body under the
-//! body deadline, and the connection's [`LingerOnClose`] as `ConnectInfo`.
+//! body deadline, and the connection's [`LingerOnClose`] and peer address as `ConnectInfo`.
 //!
 //! The body deadline (issue 39, item 2): a request's whole body must be read within
 //! `limits.requestBodyTimeout` of its headers. When it has not been by then, the handler is
@@ -35,6 +35,8 @@ use crate::wire::jsonrpc;
 pub(super) struct ConnectionService {
     pub(super) router: axum::Router,
     pub(super) linger: LingerOnClose,
+    /// The peer's address, for handlers that answer loopback peers only (`front::admin`).
+    pub(super) peer: std::net::SocketAddr,
     pub(super) activity: Arc<Activity>,
     pub(super) body_timeout: Duration,
     pub(super) port: Port,
@@ -53,6 +55,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         let deadline = tokio::time::Instant::now() + self.body_timeout;
         let (mut parts, body) = request.into_parts();
         parts.extensions.insert(ConnectInfo(self.linger.clone()));
+        parts.extensions.insert(ConnectInfo(self.peer));
         let (body, read) = Watched::new(body);
         let request = Request::from_parts(parts, Body::new(body));
         let answer = tower::ServiceExt::oneshot(self.router.clone(), request);

@@ -97,6 +97,13 @@ impl Connection {
         self.shared.reason()
     }
 
+    /// Marks the era probe as waiting for its answer (`true`) or answered (`false`): a child
+    /// that exits while it waits is counted as `cause="era_probe"`, not as a crash
+    /// (`berth_proxy_stdio_child_exits_total`; issue 39, item 11).
+    pub fn set_era_probe(&self, waiting: bool) {
+        self.shared.set_era_probe(waiting);
+    }
+
     /// The child's last stderr lines (redacted), joined with ` | `.
     pub fn stderr_tail(&self) -> String {
         self.shared.stderr.summary()
@@ -170,6 +177,9 @@ impl Connection {
                 shared: Arc::clone(&self.shared),
             },
         };
+        // Recorded before the line is queued: the child cannot answer it sooner.
+        self.shared
+            .written(reply.rx.is_some().then_some(reply.key.as_str()));
         if self.shared.ended.is_cancelled() || self.writer.send(line).await.is_err() {
             return Err(self.shared.gone_error());
         }

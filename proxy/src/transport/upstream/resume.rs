@@ -41,8 +41,10 @@ pub(super) trait Reopen: Send + Sync + 'static {
     fn reply_limit(&self) -> &ReplyLimit;
 }
 
-/// Most resumptions of one call's stream (each needs an event id the upstream sent since the
-/// previous one, so a server that never makes progress is not polled forever).
+/// Most resumptions of one call's stream. A stream that closes again without an event is
+/// resumed again (a server polling its clients may close before it has anything to say; issue
+/// 39, item 11), no sooner than [`DEFAULT_RETRY_MS`] after the last, so a server that never
+/// makes progress costs at most this many `GET`s, and the call's budget ends it sooner.
 const MAX_RESUMES: u32 = 100;
 /// Wait before a resumption when the upstream named no `retry`, in milliseconds.
 const DEFAULT_RETRY_MS: u64 = 100;
@@ -145,12 +147,19 @@ async fn resume(state: &mut State) -> bool {
     let (Some(session), Some(last_id)) = (&state.session, &state.last_id) else {
         return false;
     };
-    if state.answered || !state.progressed || state.resumes >= MAX_RESUMES {
+    if state.answered || state.resumes >= MAX_RESUMES {
         return false;
     }
     state.resumes += 1;
+    // Without an event since the last resumption, the server's `retry` is not trusted below the
+    // default: a stream that closes at once must not become a busy loop of requests.
+    let wait = if state.progressed {
+        state.retry
+    } else {
+        state.retry.max(Duration::from_millis(DEFAULT_RETRY_MS))
+    };
     state.progressed = false;
-    tokio::time::sleep(state.retry).await;
+    tokio::time::sleep(wait).await;
     let version = state.protocol_version.as_deref().unwrap_or_default();
     match state.http.reopen(session, version, last_id).await {
         Ok(Some(response)) => {

@@ -150,12 +150,13 @@ async fn route_message(
         }
         // An error the child could not tie to a request (`id: null`, JSON-RPC 2.0 section 5)
         // answers the only request pending, the proxy's own included, as that request's own
-        // HTTP reply would carry it (field case BR-01); with several pending it answers none.
+        // HTTP reply would carry it (field case BR-01); with several pending, or once anything
+        // else was written after that request, it answers none (issue 39, item 11).
         (None, None)
             if message.get("error").is_some() && message.get("id") == Some(&Value::Null) =>
         {
             match shared
-                .sole_pending()
+                .null_id_target()
                 .and_then(|key| shared.take_pending(&key))
             {
                 Some(tx) => {

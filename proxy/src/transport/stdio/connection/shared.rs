@@ -5,6 +5,7 @@
 //! Not responsible for: reading or routing lines (`read`) or writing them (the connection).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -49,6 +50,12 @@ pub(in crate::transport::stdio) struct Shared {
     /// The pending requests that own no call's messages, by key: the proxy's own requests
     /// and `subscriptions/listen` streams.
     callless: Mutex<HashMap<String, Callless>>,
+    /// The key of the request written last, or `None` when the last message written was a
+    /// notification or a response (issue 39, item 11: what an `id: null` error may answer).
+    last_written: Mutex<Option<String>>,
+    /// The era probe is waiting for its answer: a child that exits now is a legacy server
+    /// ending on a request it does not know, not a crash (issue 39, item 11).
+    era_probe: AtomicBool,
     reason: Mutex<Option<EndReason>>,
     pub(in crate::transport::stdio) ended: CancellationToken,
     pub(in crate::transport::stdio) eof: CancellationToken,
@@ -69,6 +76,8 @@ impl Shared {
             label,
             pending: Mutex::new(HashMap::new()),
             callless: Mutex::new(HashMap::new()),
+            last_written: Mutex::new(None),
+            era_probe: AtomicBool::new(false),
             reason: Mutex::new(None),
             ended: CancellationToken::new(),
             eof: CancellationToken::new(),
@@ -175,17 +184,39 @@ impl Shared {
             .cloned()
     }
 
-    /// The key of the only pending request, the proxy's own included, not counting a modern
-    /// upstream's `subscriptions/listen` stream (pending for as long as it lives): the one an
-    /// error with `id: null` can answer.
-    pub(super) fn sole_pending(&self) -> Option<String> {
+    /// Marks (or unmarks) the era probe as waiting for its answer.
+    pub(in crate::transport::stdio) fn set_era_probe(&self, waiting: bool) {
+        self.era_probe.store(waiting, Ordering::Relaxed);
+    }
+
+    /// Whether the era probe is waiting for its answer.
+    pub(in crate::transport::stdio) fn era_probe(&self) -> bool {
+        self.era_probe.load(Ordering::Relaxed)
+    }
+
+    /// Records the message just queued for the child: the request `key`, or `None` for a
+    /// notification or a response.
+    pub(super) fn written(&self, key: Option<&str>) {
+        *self.last_written.lock().unwrap_or_else(|e| e.into_inner()) = key.map(str::to_owned);
+    }
+
+    /// The key of the request an error with `id: null` answers: the only pending request (the
+    /// proxy's own included, a modern upstream's `subscriptions/listen` stream not counted),
+    /// and only while it is the last message written to the child. After a notification or a
+    /// response was written the error may be that message's (a child that could not read it),
+    /// so it answers nothing and the call keeps waiting for its own answer (issue 39, item 11).
+    pub(super) fn null_id_target(&self) -> Option<String> {
         let pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let callless = self.callless.lock().unwrap_or_else(|e| e.into_inner());
         let mut keys = pending
             .keys()
             .filter(|key| callless.get(*key) != Some(&Callless::Listen));
         let only = keys.next()?;
-        keys.next().is_none().then(|| only.clone())
+        if keys.next().is_some() {
+            return None;
+        }
+        let last = self.last_written.lock().unwrap_or_else(|e| e.into_inner());
+        (last.as_deref() == Some(only.as_str())).then(|| only.clone())
     }
 
     /// The only pending call, not counting the requests that own no call's messages: a modern

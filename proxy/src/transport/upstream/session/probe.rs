@@ -72,6 +72,7 @@ pub(super) async fn probe_stdio(
     hop: &ClientHop,
     wait: Duration,
 ) -> (Probe, Option<Unanswered>) {
+    connection.set_era_probe(true);
     let Ok(pending) = connection.send_own(&probe_request(hop)).await else {
         return (Probe::Legacy, None);
     };
@@ -82,9 +83,16 @@ pub(super) async fn probe_stdio(
     } else {
         tokio::time::timeout(wait, &mut answer).await
     };
+    // A child the probe ended stays marked: its exit is the probe's, not a crash.
     match answered {
-        Ok(Ok(response)) => (classify(Some(&response)), None),
+        Ok(Ok(response)) => {
+            connection.set_era_probe(false);
+            (classify(Some(&response)), None)
+        }
         Ok(Err(_)) => (Probe::Legacy, None),
-        Err(_) => (Probe::Legacy, Some(answer)),
+        Err(_) => {
+            connection.set_era_probe(false);
+            (Probe::Legacy, Some(answer))
+        }
     }
 }

@@ -36,9 +36,15 @@ enum Command {
         /// Seconds between re-reconciles of an unchanged McpUpstream (drift safety net).
         #[arg(long, default_value_t = berth_operator::reconcile::RESYNC_INTERVAL.as_secs())]
         resync_seconds: u64,
-        /// Only watch McpUpstreams in this namespace (default: all namespaces).
-        #[arg(long, env = "BERTH_WATCH_NAMESPACE")]
-        namespace: Option<String>,
+        /// Only watch McpUpstreams in these namespaces, comma-separated or repeated (default:
+        /// all namespaces); the operator then needs rights in these namespaces only.
+        #[arg(
+            long = "watch-namespaces",
+            alias = "namespace",
+            env = "BERTH_WATCH_NAMESPACES",
+            value_delimiter = ','
+        )]
+        namespaces: Vec<String>,
         /// Run the controller only while holding a coordination.k8s.io/v1 Lease; exit non-zero
         /// when it is lost.
         #[arg(long, env = "BERTH_LEADER_ELECT")]
@@ -79,7 +85,7 @@ async fn main() -> anyhow::Result<()> {
             cluster_domain,
             concurrency,
             resync_seconds,
-            namespace,
+            namespaces,
             leader_elect,
             lease_namespace,
             lease_name,
@@ -103,7 +109,7 @@ async fn main() -> anyhow::Result<()> {
                 cluster_domain,
                 concurrency,
                 resync_interval: std::time::Duration::from_secs(resync_seconds.max(1)),
-                namespace,
+                namespaces,
                 leader_election: leader_elect.then(|| berth_operator::LeaderElection {
                     namespace: lease_namespace,
                     lease_name,

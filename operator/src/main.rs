@@ -109,7 +109,8 @@ async fn main() -> anyhow::Result<()> {
                 cluster_domain,
                 concurrency,
                 resync_interval: std::time::Duration::from_secs(resync_seconds.max(1)),
-                namespaces,
+                // An empty variable or a trailing comma names no namespace.
+                namespaces: namespaces.into_iter().filter(|n| !n.is_empty()).collect(),
                 leader_election: leader_elect.then(|| berth_operator::LeaderElection {
                     namespace: lease_namespace,
                     lease_name,
@@ -157,4 +158,34 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespaces(args: &[&str]) -> Vec<String> {
+        let parsed = Args::try_parse_from(args).expect("arguments parse");
+        match parsed.command {
+            Command::Run { namespaces, .. } => namespaces,
+            Command::Crd => panic!("not run"),
+        }
+    }
+
+    #[test]
+    fn watch_namespaces_flag_as_the_chart_renders_it_lists_each_namespace() {
+        assert_eq!(
+            namespaces(&["berth-operator", "run", "--watch-namespaces=team-a,team-b"]),
+            ["team-a", "team-b"]
+        );
+        assert_eq!(
+            namespaces(&["berth-operator", "run", "--namespace", "team-a"]),
+            ["team-a"],
+            "the older single-namespace flag still works"
+        );
+        assert!(
+            namespaces(&["berth-operator", "run"]).is_empty(),
+            "all namespaces"
+        );
+    }
 }

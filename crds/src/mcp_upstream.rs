@@ -321,6 +321,18 @@ pub struct McpUpstreamStatus {
     /// `/tools`). Absent until a running proxy answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolsStatus>,
+    /// The `metadata.uid` of the session-key Secret (`<name>-session-key`) the operator
+    /// created for this McpUpstream, recorded from the API server's answer to the create.
+    /// The operator holds no right to read Secrets (issue 40, item 6), so this record is how it
+    /// knows the Secret of that name is its own: when the create finds a Secret already there
+    /// and nothing records that the operator made it, the McpUpstream reports `Ready=False`
+    /// with reason `NameConflict` naming the Secret, and its pods are not given that Secret.
+    /// Compare it with `kubectl get secret <name>-session-key -o jsonpath='{.metadata.uid}'`
+    /// to check the Secret in place is the one the operator made. Absent until the operator
+    /// created the Secret (and for McpUpstreams whose Secret an earlier operator version
+    /// created). Written by the operator only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key_secret_uid: Option<String>,
 }
 
 /// What runs as the upstream container, from the pods' `status.initContainerStatuses` (the

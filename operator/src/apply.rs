@@ -1,8 +1,8 @@
 //! Step 3 of a reconcile: make the cluster hold the built objects, exactly, and write nothing
 //! when it already does, and never touch an object this McpUpstream does not own.
 //!
-//! Ownership first (issue 40, "the operator never trespasses"): every child is read before
-//! anything is written, and a child whose name is taken by an object without this McpUpstream's
+//! Ownership first (issue 40, "the operator never trespasses"): every child but the
+//! session-key Secret is read before anything is written, and a child whose name is taken by an object without this McpUpstream's
 //! controller owner reference (matched by uid) stops the reconcile with
 //! [`Error::NameConflict`] before any write: the foreign object is never modified, adopted or
 //! deleted, and the children already created stay as they are.
@@ -27,9 +27,11 @@
 //! operator restart every child is applied once.
 //!
 //! Two children are handled differently. The session-key Secret is created once and never
-//! applied again, so its random key survives reconciles and operator restarts (`create_session_key`).
-//! The optional NetworkPolicy and PodDisruptionBudget are deleted when the spec stops asking for
-//! them, and only when this McpUpstream owns them (`remove_unwanted`).
+//! applied again, so its random key survives reconciles and operator restarts; the operator
+//! cannot read Secrets, so its ownership is recorded in status instead of read
+//! ([`session_key`], issue 40, item 6). The optional NetworkPolicy and PodDisruptionBudget are
+//! deleted when the spec stops asking for them, and only when this McpUpstream owns them
+//! (`remove_unwanted`).
 //!
 //! Not responsible for: deleting children of a deleted McpUpstream (the garbage collector does
 //! that through the owner references).
@@ -40,19 +42,23 @@ use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, PoisonError};
 
+use berth_crds::McpUpstream;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::FIELD_MANAGER;
-use crate::build::{Children, Optional, secret};
+use crate::build::{Children, Optional};
 use crate::error::Error;
 use crate::metrics::Metrics;
+
+pub mod session_key;
+
+pub use session_key::SessionKeys;
 
 /// What the operator last applied to each child, so an unchanged child is not applied again.
 ///
@@ -60,6 +66,8 @@ use crate::metrics::Metrics;
 #[derive(Debug, Default)]
 pub struct Applied {
     records: Mutex<HashMap<ChildKey, Record>>,
+    /// The session-key Secrets created or found, so steady state sends no create.
+    session_keys: SessionKeys,
 }
 
 /// Kind, namespace and name of a child.
@@ -104,33 +112,42 @@ impl Applied {
     }
 }
 
-/// Reads every child, then makes sure the session-key Secret exists, applies the ConfigMap and
+/// Reads every child but the session-key Secret, then makes sure the Secret exists and is
+/// `upstream`'s ([`session_key`]: created, never read), applies the ConfigMap and
 /// the Service, applies or removes the NetworkPolicy and PodDisruptionBudget, then applies the
 /// Deployment (so what the pods mount exists before they do), and returns the Deployment as the
-/// API server now holds it, status included. A child that already matches what was last applied
-/// is read, not written; every write is counted in `metrics`.
+/// API server now holds it, status included. `children` are built from `upstream`. A child
+/// that already matches what was last applied is read, not written; every write is counted in
+/// `metrics`.
 ///
 /// # Errors
 /// [`Error::NameConflict`] naming the first child whose name is taken by an object this
-/// McpUpstream does not control (nothing is written then), [`Error::Apply`] naming the first
-/// object the API server refused (read or write), or [`Error::Build`] when no session key could
-/// be generated.
+/// McpUpstream does not control (nothing is written then; for the Secret, see
+/// [`session_key`]), [`Error::Apply`] naming the first object the API server refused
+/// (read or write), [`Error::PatchStatus`] when a created Secret's uid cannot be recorded, or
+/// [`Error::Build`] when no session key could be generated.
 pub async fn apply(
     client: &Client,
     applied: &Applied,
     metrics: &Metrics,
+    upstream: &McpUpstream,
     children: &Children,
 ) -> Result<Deployment, Error> {
-    let session_key = read_owned(client, &children.session_key).await?;
     let config_map = read_owned(client, &children.config_map).await?;
     let service = read_owned(client, &children.service).await?;
     let network_policy = read_optional(client, &children.network_policy).await?;
     let pod_disruption_budget = read_optional(client, &children.pod_disruption_budget).await?;
     let deployment = read_owned(client, &children.deployment).await?;
 
-    if session_key.is_none() {
-        create_session_key(client, metrics, &children.session_key).await?;
-    }
+    session_key::ensure(
+        client,
+        &applied.session_keys,
+        metrics,
+        upstream,
+        &children.session_key,
+        deployment.is_some(),
+    )
+    .await?;
     apply_one(client, applied, metrics, &children.config_map, config_map).await?;
     apply_one(client, applied, metrics, &children.service, service).await?;
     apply_optional(
@@ -202,37 +219,6 @@ async fn read_optional<K: Child>(client: &Client, child: &Optional<K>) -> Result
     match child {
         Optional::Wanted(object) => read_owned(client, object).await,
         Optional::Unwanted { .. } => Ok(None),
-    }
-}
-
-/// Creates the session-key Secret, known absent, with a fresh key; an existing one (whatever
-/// its content) is left alone, so the key is never rotated by a reconcile.
-///
-/// # Errors
-/// [`Error::NameConflict`] when a Secret of that name appeared since it was read (the next
-/// reconcile tells whose it is), [`Error::Apply`] when the create is refused.
-async fn create_session_key(
-    client: &Client,
-    metrics: &Metrics,
-    template: &Secret,
-) -> Result<(), Error> {
-    let name = template.name_any();
-    let secret = secret::with_fresh_key(template.clone())?;
-    metrics.count_write("Secret");
-    match api_for(client, template)
-        .create(&PostParams::default(), &secret)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::NameConflict {
-            kind: "Secret",
-            name,
-        }),
-        Err(source) => Err(Error::Apply {
-            kind: "Secret",
-            name,
-            source,
-        }),
     }
 }
 

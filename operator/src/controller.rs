@@ -102,7 +102,7 @@ impl RunError {
 }
 
 /// Runs the operator until `shutdown` completes: reconciles every McpUpstream in the cluster
-/// (or in [`Settings::namespace`]) and re-reconciles when one of its Deployments, Services or
+/// (or in [`Settings::namespaces`]) and re-reconciles when one of its Deployments, Services or
 /// ConfigMaps changes or disappears. Same as [`run_with_metrics`] with fresh metrics.
 ///
 /// # Errors
@@ -249,7 +249,9 @@ async fn run_as_leader(
 /// How often `berth_operator_mcpupstreams` is recounted from the controller's cache.
 pub const CONDITION_GAUGE_INTERVAL: Duration = Duration::from_secs(5);
 
-/// Runs the controller until `stop` is cancelled.
+/// Runs the controller until `stop` is cancelled: one controller per namespace of
+/// [`Settings::namespaces`] (each with its own watches, so no cluster-wide list is made), or one
+/// over all namespaces when it is empty. They share one [`Context`].
 async fn run_controller(
     client: Client,
     settings: Settings,
@@ -257,54 +259,34 @@ async fn run_controller(
     stop: CancellationToken,
 ) -> Result<(), RunError> {
     let concurrency = settings.concurrency;
-    let namespace = settings.namespace.clone();
+    let scopes: Vec<Option<String>> = if settings.namespaces.is_empty() {
+        vec![None]
+    } else {
+        settings.namespaces.iter().cloned().map(Some).collect()
+    };
     let context = Arc::new(
         Context::new(client.clone(), settings, metrics.clone()).map_err(RunError::HttpClient)?,
     );
-    // Children are watched through the label every one of them carries, so the operator does not
-    // cache every ConfigMap in the cluster.
-    let owned = watcher::Config::default().labels(&labels::managed_selector());
     info!(
         concurrency,
-        namespace = namespace.as_deref().unwrap_or("*"),
+        namespaces = %scopes.iter().map(|s| s.as_deref().unwrap_or("*")).collect::<Vec<_>>().join(","),
         "starting controller"
     );
     metrics.leader.set(1);
-    let controller = Controller::new(
-        scoped::<McpUpstream>(&client, namespace.as_deref()),
-        watcher::Config::default(),
-    );
-    let gauge = tokio::spawn(count_conditions(
-        controller.store(),
-        metrics.clone(),
-        stop.clone(),
-    ));
-    controller
-        .owns(
-            scoped::<Deployment>(&client, namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(
-            scoped::<Service>(&client, namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(
-            scoped::<ConfigMap>(&client, namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(
-            scoped::<NetworkPolicy>(&client, namespace.as_deref()),
-            owned.clone(),
-        )
-        .owns(
-            scoped::<PodDisruptionBudget>(&client, namespace.as_deref()),
-            owned,
-        )
-        .with_config(controller::Config::default().concurrency(concurrency))
-        .graceful_shutdown_on(stop.clone().cancelled_owned())
-        .run(reconcile, error_policy, context)
-        .for_each(|result| async move { log_result(result) })
-        .await;
+    let controllers: Vec<_> = scopes
+        .iter()
+        .map(|scope| controller_in(&client, scope.as_deref()))
+        .collect();
+    let stores = controllers.iter().map(Controller::store).collect();
+    let gauge = tokio::spawn(count_conditions(stores, metrics.clone(), stop.clone()));
+    futures::future::join_all(controllers.into_iter().map(|controller| {
+        controller
+            .with_config(controller::Config::default().concurrency(concurrency))
+            .graceful_shutdown_on(stop.clone().cancelled_owned())
+            .run(reconcile, error_policy, context.clone())
+            .for_each(|result| async move { log_result(result) })
+    }))
+    .await;
     stop.cancel();
     let _ = gauge.await;
     metrics.leader.set(0);
@@ -312,10 +294,27 @@ async fn run_controller(
     Ok(())
 }
 
-/// Recounts `berth_operator_mcpupstreams` from `store` every [`CONDITION_GAUGE_INTERVAL`]
-/// until `stop`.
+/// A controller of the McpUpstreams in `namespace` (all namespaces for `None`) that also
+/// watches their children there.
+fn controller_in(client: &Client, namespace: Option<&str>) -> Controller<McpUpstream> {
+    // Children are watched through the label every one of them carries, so the operator does not
+    // cache every ConfigMap in the cluster.
+    let owned = watcher::Config::default().labels(&labels::managed_selector());
+    Controller::new(
+        scoped::<McpUpstream>(client, namespace),
+        watcher::Config::default(),
+    )
+    .owns(scoped::<Deployment>(client, namespace), owned.clone())
+    .owns(scoped::<Service>(client, namespace), owned.clone())
+    .owns(scoped::<ConfigMap>(client, namespace), owned.clone())
+    .owns(scoped::<NetworkPolicy>(client, namespace), owned.clone())
+    .owns(scoped::<PodDisruptionBudget>(client, namespace), owned)
+}
+
+/// Recounts `berth_operator_mcpupstreams` from `stores` (one per watched namespace, or one
+/// for all) every [`CONDITION_GAUGE_INTERVAL`] until `stop`.
 async fn count_conditions(
-    store: Store<McpUpstream>,
+    stores: Vec<Store<McpUpstream>>,
     metrics: Arc<Metrics>,
     stop: CancellationToken,
 ) {
@@ -325,7 +324,7 @@ async fn count_conditions(
             () = stop.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let upstreams = store.state();
+        let upstreams: Vec<_> = stores.iter().flat_map(Store::state).collect();
         metrics.count_conditions(upstreams.iter().map(AsRef::as_ref));
     }
 }

@@ -36,9 +36,15 @@ enum Command {
         /// Seconds between re-reconciles of an unchanged McpUpstream (drift safety net).
         #[arg(long, default_value_t = berth_operator::reconcile::RESYNC_INTERVAL.as_secs())]
         resync_seconds: u64,
-        /// Only watch McpUpstreams in this namespace (default: all namespaces).
-        #[arg(long, env = "BERTH_WATCH_NAMESPACE")]
-        namespace: Option<String>,
+        /// Only watch McpUpstreams in these namespaces, comma-separated or repeated (default:
+        /// all namespaces); the operator then needs rights in these namespaces only.
+        #[arg(
+            long = "watch-namespaces",
+            alias = "namespace",
+            env = "BERTH_WATCH_NAMESPACES",
+            value_delimiter = ','
+        )]
+        namespaces: Vec<String>,
         /// Run the controller only while holding a coordination.k8s.io/v1 Lease; exit non-zero
         /// when it is lost.
         #[arg(long, env = "BERTH_LEADER_ELECT")]
@@ -84,7 +90,7 @@ async fn main() -> anyhow::Result<()> {
             cluster_domain,
             concurrency,
             resync_seconds,
-            namespace,
+            namespaces,
             leader_elect,
             lease_namespace,
             lease_name,
@@ -109,7 +115,8 @@ async fn main() -> anyhow::Result<()> {
                 cluster_domain,
                 concurrency,
                 resync_interval: std::time::Duration::from_secs(resync_seconds.max(1)),
-                namespace,
+                // An empty variable or a trailing comma names no namespace.
+                namespaces: namespaces.into_iter().filter(|n| !n.is_empty()).collect(),
                 leader_election: leader_elect.then(|| berth_operator::LeaderElection {
                     namespace: lease_namespace,
                     lease_name,
@@ -168,4 +175,34 @@ async fn shutdown_signal() {
         () = terminate => {}
     }
     tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn namespaces(args: &[&str]) -> Vec<String> {
+        let parsed = Args::try_parse_from(args).expect("arguments parse");
+        match parsed.command {
+            Command::Run { namespaces, .. } => namespaces,
+            Command::Crd => panic!("not run"),
+        }
+    }
+
+    #[test]
+    fn watch_namespaces_flag_as_the_chart_renders_it_lists_each_namespace() {
+        assert_eq!(
+            namespaces(&["berth-operator", "run", "--watch-namespaces=team-a,team-b"]),
+            ["team-a", "team-b"]
+        );
+        assert_eq!(
+            namespaces(&["berth-operator", "run", "--namespace", "team-a"]),
+            ["team-a"],
+            "the older single-namespace flag still works"
+        );
+        assert!(
+            namespaces(&["berth-operator", "run"]).is_empty(),
+            "all namespaces"
+        );
+    }
 }

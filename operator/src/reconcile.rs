@@ -207,7 +207,8 @@ async fn pipeline(upstream: &McpUpstream, ctx: &Context) -> Result<Outcome, Erro
         }
     };
     let children = build(upstream, &ctx.settings.proxy_image, &config)?;
-    let deployment = match apply(&ctx.client, &ctx.applied, &ctx.metrics, &children).await {
+    let deployment = match apply(&ctx.client, &ctx.applied, &ctx.metrics, upstream, &children).await
+    {
         Ok(deployment) => deployment,
         Err(Error::NameConflict { kind, name }) => {
             // The foreign object is not ours to describe: no endpoint, and what the status

@@ -31,8 +31,10 @@ pub struct Settings {
     /// Re-reconcile interval of a healthy McpUpstream without changes. Default
     /// [`RESYNC_INTERVAL`] (5 min).
     pub resync_interval: Duration,
-    /// Only McpUpstreams (and children) in this namespace; `None` (the default) watches all.
-    pub namespace: Option<String>,
+    /// Only McpUpstreams (and children) in these namespaces, each watched on its own, so the
+    /// operator needs rights in these namespaces only (the chart's `watchNamespaces`, issue 40,
+    /// item 6). Empty (the default) watches every namespace, which needs cluster-wide rights.
+    pub namespaces: Vec<String>,
     /// Run the controller only while holding a Lease; `None` (the default) always runs it.
     pub leader_election: Option<LeaderElection>,
     /// The key each proxy's diagnostics token is derived from (`BERTH_DIAGNOSTICS_KEY`;
@@ -48,7 +50,7 @@ impl Default for Settings {
             cluster_domain: "cluster.local".to_owned(),
             concurrency: DEFAULT_CONCURRENCY,
             resync_interval: RESYNC_INTERVAL,
-            namespace: None,
+            namespaces: Vec::new(),
             leader_election: None,
             diagnostics_key: DiagnosticsKey::default(),
         }

@@ -121,6 +121,10 @@ pub fn desired(
         endpoint: observation.endpoint,
         upstream: observation.upstream,
         tools: observation.tools,
+        // Written once, by its own merge patch right after the Secret is created
+        // (`crate::apply`), never by this apply: a stale copy of the McpUpstream must not
+        // remove it.
+        session_key_secret_uid: None,
     }
 }
 

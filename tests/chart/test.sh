@@ -137,7 +137,22 @@ for alert in $alerts; do
   grep -q "alert: $alert\$" <<< "$out" && fail "$alert still rendered when disabled"
   [[ $(grep -c 'alert: Berth' <<< "$out") -eq 7 ]] || fail "disabling $alert removed other alerts"
 done
-pass "renderings (defaults, monitoring, dashboard, schema, alert switches)"
+# The Secret admission policy (issue 40, item 6): on by default, bound to the operator's
+# ServiceAccount, and switchable off.
+grep -q '^kind: ValidatingAdmissionPolicy$' "$work/default.yaml" || fail "no Secret admission policy by default"
+grep -qF "request.userInfo.username == 'system:serviceaccount:$ns:$release-operator'" "$work/default.yaml" ||
+  fail "the admission policy does not match the operator's ServiceAccount"
+out=$(render --set admissionPolicy.enabled=false)
+grep -q '^kind: ValidatingAdmissionPolicy$' <<< "$out" && fail "admissionPolicy.enabled=false still renders the policy"
+# Namespaced mode: a Role and RoleBinding per watched namespace, no ClusterRole, and the flag.
+out=$(render --set 'watchNamespaces={team-a,team-b}')
+grep -q '^kind: ClusterRole$' <<< "$out" && fail "watchNamespaces still renders a ClusterRole"
+grep -q '^kind: ClusterRoleBinding$' <<< "$out" && fail "watchNamespaces still renders a ClusterRoleBinding"
+[[ $(grep -c '^kind: RoleBinding$' <<< "$out") -eq 3 ]] || fail "expected RoleBindings in team-a, team-b and the Lease's"
+grep -qF -- '- --watch-namespaces=team-a,team-b' <<< "$out" || fail "the operator is not started with --watch-namespaces"
+grep -q -- '--watch-namespaces' "$work/default.yaml" && fail "the default rendering restricts namespaces"
+rejects --set 'watchNamespaces={Team_A}'
+pass "renderings (defaults, monitoring, dashboard, schema, alert switches, admission policy, watchNamespaces)"
 
 # The chart's README documents every value: each leaf of values.yaml, or a parent of it with at
 # least two segments (e.g. `operator.resources`), appears in backticks; alerts may be
@@ -225,7 +240,7 @@ for resource in deployments.apps services configmaps; do
   for verb in get create patch; do can "$verb" "$resource" -n team-a; done
 done
 for verb in create patch; do can "$verb" events.events.k8s.io -n team-a; done
-for verb in get create; do can "$verb" secrets -n team-a; done
+can create secrets -n team-a
 for resource in networkpolicies.networking.k8s.io poddisruptionbudgets.policy; do
   for verb in list watch; do can "$verb" "$resource" --all-namespaces; done
   for verb in get create patch delete; do can "$verb" "$resource" -n team-a; done
@@ -255,7 +270,8 @@ done <<< "$rules"
 # What it must not do.
 cannot delete deployments.apps -n team-a
 cannot update deployments.apps -n team-a
-for verb in list watch update patch delete; do cannot "$verb" secrets -n team-a; done
+# It never reads a Secret (issue 40, item 6): the session key's uid is recorded in status.
+for verb in get list watch update patch delete; do cannot "$verb" secrets -n team-a; done
 cannot delete services -n team-a
 cannot delete configmaps -n team-a
 cannot create pods -n team-a

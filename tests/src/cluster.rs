@@ -6,6 +6,7 @@
 //! `KUBECONFIG`), or a kubelet (there is none: Pods are created but never run).
 
 pub mod operator;
+pub mod rbac;
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,7 +1,9 @@
 //! The operator never trespasses (issue 40), against the real local control plane: an object
 //! whose name a child would take and that this McpUpstream does not own is never modified,
 //! adopted or deleted, and the McpUpstream says so (`Ready=False`, `NameConflict`); a tenant's
-//! pod carrying the proxy's labels is not counted as one of the McpUpstream's pods.
+//! pod carrying the proxy's labels is not counted as one of the McpUpstream's pods. The
+//! session-key Secret, which the operator creates without being able to read Secrets (item 6),
+//! keeps the same guarantee through the uid recorded in `status.sessionKeySecretUid`.
 //!
 //! Each test runs an operator of its own scoped to its namespace. Needs `KUBECONFIG`
 //! (tests/controlplane/up.sh); no kubelet.
@@ -13,7 +15,7 @@ use berth_operator::status::current_condition;
 use berth_tests::cluster::operator::{Operator, eventually_pod, play_kubelet, settings};
 use berth_tests::cluster::{TestNamespace, client, ensure_crd, eventually_gone};
 use berth_tests::wait_for;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::ResourceExt;
@@ -188,6 +190,77 @@ async fn mcp_upstream_name_conflict_removed_recovers_and_creates_children() {
             .any(|r| r.controller == Some(true) && Some(&r.uid) == uid.as_ref()),
         "{service:?}"
     );
+
+    operator.stop().await.expect("operator stops");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn mcp_upstream_named_like_tenant_secret_leaves_it_untouched_then_records_its_own() {
+    let client = client().await;
+    ensure_crd(&client).await;
+    let ns = TestNamespace::create(&client, "op-secret-conflict").await;
+    let operator = Operator::start("berth-operator-secret", settings(&ns.name, RESYNC));
+    let secrets = ns.api::<Secret>();
+    let tenant: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "api-session-key"},
+        "stringData": {"key": "the tenant's own"},
+    }))
+    .expect("secret object");
+    let tenant = secrets
+        .create(&PostParams::default(), &tenant)
+        .await
+        .expect("tenant Secret created");
+    let upstreams = ns.api::<McpUpstream>();
+    upstreams
+        .create(&PostParams::default(), &upstream("api"))
+        .await
+        .expect("McpUpstream accepted");
+    let ready = eventually_condition(&ns, "api", "NameConflict").await;
+    assert_eq!(
+        ready.message,
+        "Secret api-session-key exists and is not owned by this McpUpstream; \
+         rename the McpUpstream or remove the Secret"
+    );
+    // Nothing is applied while the conflict stands: the pods would be given the tenant's key.
+    assert!(
+        ns.api::<k8s_openapi::api::apps::v1::Deployment>()
+            .get_opt("api")
+            .await
+            .expect("read")
+            .is_none(),
+        "no Deployment mounts a Secret the operator did not make"
+    );
+    let after = secrets.get("api-session-key").await.expect("Secret kept");
+    assert_eq!(after.data, tenant.data, "the Secret is not modified");
+    assert!(after.owner_references().is_empty(), "{after:?}");
+    let status = upstreams.get("api").await.expect("McpUpstream").status;
+    assert_eq!(
+        status.and_then(|s| s.session_key_secret_uid),
+        None,
+        "nothing recorded for a Secret the operator did not create"
+    );
+
+    secrets
+        .delete("api-session-key", &DeleteParams::default())
+        .await
+        .expect("tenant Secret removed");
+    eventually_condition(&ns, "api", "Progressing").await;
+    let own = secrets
+        .get("api-session-key")
+        .await
+        .expect("the operator's Secret");
+    let recorded = wait_for("status.sessionKeySecretUid", DEADLINE, || async {
+        upstreams
+            .get("api")
+            .await
+            .ok()?
+            .status?
+            .session_key_secret_uid
+    })
+    .await;
+    assert_eq!(Some(recorded), own.uid(), "the uid the create answered");
+    assert_ne!(own.uid(), tenant.uid());
 
     operator.stop().await.expect("operator stops");
     ns.delete().await;

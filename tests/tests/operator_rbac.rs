@@ -1,167 +1,36 @@
-//! RBAC proven (field case BR-32): the operator runs with exactly the chart's ClusterRole,
-//! rendered by the real `helm`, bound to a ServiceAccount, and authenticates with that
-//! ServiceAccount's token (TokenRequest API) against the real API server. It goes through
-//! create, update, drift repair and delete without a single refused request; every rule of the
-//! ClusterRole is checked with `kubectl auth can-i --as=system:serviceaccount:...`; and an
+//! RBAC proven (field case BR-32; issue 40, item 6): the operator runs with exactly the chart's
+//! ClusterRole and admission policy, rendered by the real `helm`, bound to a ServiceAccount, and
+//! authenticates with that ServiceAccount's token (TokenRequest API) against the real API
+//! server. It goes through create, update, drift repair and delete without a single refused
+//! request and without reading a Secret (no `get` on Secrets: the session-key Secret's uid is
+//! recorded in status); every rule of the ClusterRole is checked with
+//! `kubectl auth can-i --as=system:serviceaccount:...`; the admission policy lets the
+//! ServiceAccount create only session-key Secrets, never a service-account token; and an
 //! operator whose role lacks a verb reports `Ready=False` with reason `ApplyForbidden`, the API
-//! server's message and a Warning Event, never a silent Pending.
+//! server's message and a Warning Event, never a silent Pending. The namespaced install mode is
+//! proven in `operator_rbac_namespaced.rs`.
 //!
 //! Needs `KUBECONFIG` (tests/controlplane/up.sh) plus helm (tests/chart/build.sh) and kubectl
 //! (tests/controlplane/build.sh), both cached after their first build; `make test` builds them.
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use berth_crds::McpUpstream;
 use berth_tests::cluster::operator::{Operator, settings};
+use berth_tests::cluster::rbac::{
+    delete_cluster_objects, named, render_rbac, rules, run, service_account_config, tool_dir,
+};
 use berth_tests::cluster::{TestNamespace, client, ensure_crd};
 use berth_tests::{repo_root, wait_for};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, Config};
+use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 const EVERYTHING: &str = include_str!("../../examples/everything.yaml");
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// The last stdout line of `script` (the cached tool directory its build prints).
-fn tool_dir(script: &str) -> PathBuf {
-    let output = Command::new(repo_root().join(script))
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .unwrap_or_else(|err| panic!("run {script}: {err}"));
-    assert!(output.status.success(), "{script} failed");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    PathBuf::from(stdout.lines().last().expect("a tool directory").trim())
-}
-
-fn run(program: &PathBuf, args: &[&str], stdin: Option<&str>) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|err| panic!("spawn {}: {err}", program.display()));
-    if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(input.as_bytes())
-            .expect("write stdin");
-    }
-    let output = child.wait_with_output().expect("wait");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
-}
-
-/// The chart's RBAC and ServiceAccount for `release` in `namespace`, as `helm template`
-/// renders them with default values: the YAML and its documents.
-fn render_rbac(helm: &PathBuf, release: &str, namespace: &str) -> (String, Vec<Value>) {
-    let chart = repo_root().join("charts/berth");
-    let (ok, yaml) = run(
-        helm,
-        &[
-            "template",
-            release,
-            chart.to_str().expect("utf-8 path"),
-            "--namespace",
-            namespace,
-            "--show-only",
-            "templates/rbac.yaml",
-            "--show-only",
-            "templates/serviceaccount.yaml",
-        ],
-        None,
-    );
-    assert!(ok, "helm template failed: {yaml}");
-    let documents = yaml
-        .split("\n---")
-        .filter_map(|doc| serde_yaml::from_str::<Value>(doc).ok())
-        .filter(|doc| doc.is_object())
-        .collect();
-    (yaml, documents)
-}
-
-fn named<'a>(documents: &'a [Value], kind: &str) -> &'a Value {
-    documents
-        .iter()
-        .find(|d| d["kind"] == kind)
-        .unwrap_or_else(|| panic!("the chart renders a {kind}"))
-}
-
-/// A client config that authenticates as ServiceAccount `name` in `namespace` with a token from
-/// the TokenRequest API, and nothing else (no client certificate).
-async fn service_account_config(client: &Client, namespace: &str, name: &str) -> Config {
-    let accounts = kube::Api::<ServiceAccount>::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: Some(TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        }),
-        ..TokenRequest::default()
-    };
-    let token = wait_for("a token for the ServiceAccount", DEADLINE, || {
-        let accounts = accounts.clone();
-        let request = request.clone();
-        async move {
-            accounts
-                .create_token_request(name, &PostParams::default(), &request)
-                .await
-                .ok()?
-                .status?
-                .token
-        }
-    })
-    .await;
-    let token_file = std::env::temp_dir().join(format!("berth-sa-token-{namespace}-{name}"));
-    std::fs::write(&token_file, token).expect("token written");
-    let mut config = Config::infer().await.expect("kubeconfig");
-    config.auth_info = kube::config::AuthInfo {
-        token_file: Some(token_file.to_string_lossy().into_owned()),
-        ..kube::config::AuthInfo::default()
-    };
-    config
-}
-
-/// Every `(verb, resource, subresource, group)` the ClusterRole grants.
-fn rules(cluster_role: &Value) -> Vec<(String, String, Option<String>, String)> {
-    let mut out = Vec::new();
-    for rule in cluster_role["rules"].as_array().expect("rules") {
-        let strings = |key: &str| -> Vec<String> {
-            rule[key]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|v| v.as_str().map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default()
-        };
-        for group in strings("apiGroups") {
-            for resource in strings("resources") {
-                let (resource, sub) = match resource.split_once('/') {
-                    Some((r, s)) => (r.to_owned(), Some(s.to_owned())),
-                    None => (resource, None),
-                };
-                for verb in strings("verbs") {
-                    out.push((verb, resource.clone(), sub.clone(), group.clone()));
-                }
-            }
-        }
-    }
-    out
-}
 
 fn upstream(name: &str) -> McpUpstream {
     let mut upstream: McpUpstream = serde_yaml::from_str(EVERYTHING).expect("example parses");
@@ -187,21 +56,6 @@ where
         matches!(api.get_opt(name).await, Ok(None)).then_some(())
     })
     .await;
-}
-
-/// Deletes the cluster-scoped objects `yaml` created.
-fn delete_cluster_objects(kubectl: &PathBuf, documents: &[Value]) {
-    for kind in ["ClusterRoleBinding", "ClusterRole"] {
-        let name = named(documents, kind)["metadata"]["name"]
-            .as_str()
-            .expect("name")
-            .to_owned();
-        let _ = run(
-            kubectl,
-            &["delete", &kind.to_lowercase(), &name, "--ignore-not-found"],
-            None,
-        );
-    }
 }
 
 #[tokio::test]
@@ -256,8 +110,11 @@ async fn br_32_operator_with_exactly_the_chart_cluster_role_creates_updates_repa
     // And nothing the operator never does.
     for (verb, target) in [
         ("delete", "deployments.apps"),
-        // It gets and creates only its session-key Secrets; it never lists or changes Secrets.
+        // It creates only its session-key Secrets; it never reads, lists or changes Secrets
+        // (issue 40, item 6: no cluster-wide Secret get).
+        ("get", "secrets"),
         ("list", "secrets"),
+        ("watch", "secrets"),
         ("update", "secrets"),
         ("create", "pods"),
     ] {
@@ -296,6 +153,23 @@ async fn br_32_operator_with_exactly_the_chart_cluster_role_creates_updates_repa
         u.status?.observed_generation
     })
     .await;
+    // The session-key Secret was created (through the admission policy) without being read;
+    // its uid is what the status records.
+    let secret = team
+        .api::<Secret>()
+        .get("everything-session-key")
+        .await
+        .expect("the session-key Secret");
+    let recorded = wait_for("status.sessionKeySecretUid", DEADLINE, || async {
+        upstreams
+            .get("everything")
+            .await
+            .ok()?
+            .status?
+            .session_key_secret_uid
+    })
+    .await;
+    assert_eq!(Some(recorded), secret.uid());
 
     // Update: a spec edit reaches the rendered config.
     let edit = serde_json::json!({"spec": {"timeouts": {"call": "61s"}}});
@@ -435,4 +309,220 @@ async fn br_32_operator_refused_by_rbac_reports_ready_false_with_api_message_and
     delete_cluster_objects(&kubectl, &documents);
     team.delete().await;
     system.delete().await;
+}
+
+/// A Secret `name` of `type_` as the ServiceAccount would send it, owned (as controller) by the
+/// McpUpstream `owner` when given.
+fn secret(name: &str, type_: &str, annotations: Value, owner: Option<&McpUpstream>) -> Secret {
+    let owner_references: Vec<Value> = owner
+        .into_iter()
+        .map(|owner| {
+            serde_json::json!({
+                "apiVersion": "berth.dev/v1alpha1", "kind": "McpUpstream",
+                "name": owner.name_any(), "uid": owner.uid().expect("uid"),
+                "controller": true,
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "annotations": annotations,
+                     "ownerReferences": owner_references},
+        "type": type_,
+        "stringData": {"key": "x"},
+    }))
+    .expect("secret object")
+}
+
+#[tokio::test]
+async fn operator_service_account_may_create_only_session_key_secrets_never_a_token() {
+    let client = client().await;
+    ensure_crd(&client).await;
+    let helm = tool_dir("tests/chart/build.sh").join("helm");
+    let kubectl = tool_dir("tests/controlplane/build.sh").join("kubectl");
+    let system = TestNamespace::create(&client, "op-vap-sys").await;
+    let team = TestNamespace::create(&client, "op-vap").await;
+    let release = format!("v{}", &system.name[system.name.len() - 8..]);
+    let (yaml, documents) = render_rbac(&helm, &release, &system.name);
+    named(&documents, "ValidatingAdmissionPolicy");
+    named(&documents, "ValidatingAdmissionPolicyBinding");
+    let (ok, out) = run(
+        &kubectl,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&yaml),
+    );
+    assert!(ok, "chart RBAC and admission policy applied: {out}");
+    let account = named(&documents, "ServiceAccount")["metadata"]["name"]
+        .as_str()
+        .expect("ServiceAccount name")
+        .to_owned();
+    let config = service_account_config(&client, &system.name, &account).await;
+    let as_operator = Client::try_from(config).expect("client");
+    let secrets = kube::Api::<Secret>::namespaced(as_operator, &team.name);
+    // A token for the namespace's default ServiceAccount: RBAC allows the create; the policy
+    // must refuse it. It takes effect within seconds of its creation, so retry until it does
+    // (a token Secret made before then is deleted at once).
+    let token = secret(
+        "minted-token",
+        "kubernetes.io/service-account-token",
+        serde_json::json!({"kubernetes.io/service-account.name": "default"}),
+        None,
+    );
+    let refusal = wait_for("the token Secret refused", DEADLINE, || async {
+        match secrets.create(&PostParams::default(), &token).await {
+            Ok(_) => {
+                let _ = team
+                    .api::<Secret>()
+                    .delete("minted-token", &DeleteParams::default())
+                    .await;
+                None
+            }
+            Err(kube::Error::Api(status)) => Some(status),
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert!(
+        refusal.message.contains(
+            "the Berth operator may create only Opaque Secrets, not kubernetes.io/service-account-token"
+        ),
+        "{refusal:?}"
+    );
+    assert!(
+        team.api::<Secret>()
+            .get_opt("minted-token")
+            .await
+            .expect("read")
+            .is_none()
+    );
+
+    // Opaque, but not a session key of an McpUpstream it controls: refused too.
+    let upstreams = team.api::<McpUpstream>();
+    let owner = upstreams
+        .create(&PostParams::default(), &upstream("owner"))
+        .await
+        .expect("McpUpstream accepted");
+    let none = serde_json::json!({});
+    for (name, owner, why) in [
+        ("owner-session-key", None, "no owner"),
+        ("other", Some(&owner), "another name"),
+        (
+            "other-session-key",
+            Some(&owner),
+            "another McpUpstream's name",
+        ),
+    ] {
+        let refused = secrets
+            .create(
+                &PostParams::default(),
+                &secret(name, "Opaque", none.clone(), owner),
+            )
+            .await
+            .expect_err(why);
+        assert!(
+            refused
+                .to_string()
+                .contains("the Berth operator may create only <McpUpstream>-session-key Secrets"),
+            "{why}: {refused}"
+        );
+    }
+    // What the operator creates passes.
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret("owner-session-key", "Opaque", none.clone(), Some(&owner)),
+        )
+        .await
+        .expect("a session-key Secret is allowed");
+    // The policy binds only the operator: the admin's token Secret is not its business.
+    team.api::<Secret>()
+        .create(&PostParams::default(), &token)
+        .await
+        .expect("the admin is not restricted by the operator's policy");
+
+    delete_cluster_objects(&kubectl, &documents);
+    team.delete().await;
+    system.delete().await;
+}
+
+#[tokio::test]
+async fn image_registry_policy_example_refuses_an_mcp_upstream_from_another_registry() {
+    let client = client().await;
+    ensure_crd(&client).await;
+    let kubectl = tool_dir("tests/controlplane/build.sh").join("kubectl");
+    let team = TestNamespace::create(&client, "op-image-policy").await;
+    let example = std::fs::read_to_string(repo_root().join("examples/image-registry-policy.yaml"))
+        .expect("examples/image-registry-policy.yaml");
+    let mut documents: Vec<Value> = example
+        .split("\n---")
+        .filter_map(|doc| serde_yaml::from_str::<Value>(doc).ok())
+        .filter(Value::is_object)
+        .collect();
+    assert_eq!(documents.len(), 2, "a policy and its binding");
+    // Other tests of this binary create McpUpstreams from docker.io at the same time: bind the
+    // example to this test's namespace only, under names of its own.
+    let suffix = &team.name[team.name.len() - 8..];
+    let policy_name = format!("berth-upstream-image-registry-{suffix}");
+    for document in &mut documents {
+        document["metadata"]["name"] = Value::from(policy_name.clone());
+        if document["kind"] == "ValidatingAdmissionPolicyBinding" {
+            document["spec"]["policyName"] = Value::from(policy_name.clone());
+            document["spec"]["matchResources"] = serde_json::json!({"namespaceSelector": {
+                "matchLabels": {"kubernetes.io/metadata.name": team.name}}});
+        }
+    }
+    let yaml = documents
+        .iter()
+        .map(|d| serde_yaml::to_string(d).expect("yaml"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let (ok, out) = run(
+        &kubectl,
+        &["apply", "--server-side", "-f", "-"],
+        Some(&yaml),
+    );
+    assert!(ok, "the API server accepts the example policy: {out}");
+
+    let upstreams = team.api::<McpUpstream>();
+    let elsewhere = upstream("elsewhere");
+    let refusal = wait_for("an image from docker.io refused", DEADLINE, || async {
+        match upstreams.create(&PostParams::default(), &elsewhere).await {
+            Ok(_) => {
+                let _ = upstreams
+                    .delete("elsewhere", &DeleteParams::default())
+                    .await;
+                None
+            }
+            Err(kube::Error::Api(status)) => Some(status),
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert!(
+        refusal.message.contains(
+            "spec.upstream.image docker.io/mcp/everything@sha256:3f1c6a1bd5bd4d0f8a5a2b8c63b2c4e7a9d0e1f2a3b4c5d6e7f8091a2b3c4d5e is not from the allowed registry registry.example.com/mcp/"
+        ),
+        "{refusal:?}"
+    );
+    let mut allowed = upstream("allowed");
+    allowed.spec.upstream.image = format!(
+        "registry.example.com/mcp/everything@sha256:{}",
+        "0".repeat(64)
+    );
+    upstreams
+        .create(&PostParams::default(), &allowed)
+        .await
+        .expect("an image from the allowed registry is accepted");
+    // The prefix ends in '/': a look-alike host is refused.
+    let mut look_alike = upstream("look-alike");
+    look_alike.spec.upstream.image = format!(
+        "registry.example.com.evil.io/mcp/everything@sha256:{}",
+        "0".repeat(64)
+    );
+    upstreams
+        .create(&PostParams::default(), &look_alike)
+        .await
+        .expect_err("a look-alike registry is refused");
+
+    delete_cluster_objects(&kubectl, &documents);
+    team.delete().await;
 }

@@ -2,12 +2,14 @@
 //! client session ids with, so a session issued by one replica is accepted by any other (field
 //! case BR-35) and survives pod restarts.
 //!
-//! Created once with a fresh random key and never rewritten: [`crate::apply`] creates it only
-//! when it is absent, so reconciles and operator restarts keep every session valid. The operator
-//! does not watch Secrets (it holds no list/watch on them): a deleted session-key Secret is
-//! recreated with a new key at the McpUpstream's next reconcile (a change, or the periodic
-//! resync), and pods pick the new key up when they restart, which ends the sessions signed with
-//! the old one.
+//! Created once with a fresh random key and never rewritten: [`crate::apply`] creates it and
+//! takes "already exists" as done, so reconciles and operator restarts keep every session
+//! valid. The operator cannot read, list or watch Secrets (issue 40, item 6;
+//! [`crate::apply::session_key`]): a deleted session-key Secret is recreated with a new key at
+//! the McpUpstream's next spec change or operator restart, and pods pick the new key up when
+//! they restart, which ends the sessions signed with the old one. Type `Opaque`, name ending in
+//! `-session-key` and the McpUpstream as controller owner are what the chart's admission policy
+//! lets the operator create (docs/security.md).
 //! Not responsible for: signing (the proxy, through `sessionKeyEnv` in its config).
 
 use std::collections::BTreeMap;

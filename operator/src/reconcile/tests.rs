@@ -81,6 +81,10 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
             ("POST", "/api/v1/namespaces/demo/secrets"),
             (
                 "PATCH",
+                "/apis/berth.dev/v1alpha1/namespaces/demo/mcpupstreams/everything/status"
+            ),
+            (
+                "PATCH",
                 "/api/v1/namespaces/demo/configmaps/everything-proxy"
             ),
             ("PATCH", "/api/v1/namespaces/demo/services/everything"),
@@ -101,7 +105,14 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         Some(88),
         "64 hex characters, base64-encoded: {secret:?}"
     );
-    for request in &requests[1..4] {
+    let record = &requests[1];
+    assert_eq!(
+        record.body,
+        json!({"status": {"sessionKeySecretUid": "uid-everything-session-key"}}),
+        "the created Secret's uid recorded at once, by a merge patch: {record:?}"
+    );
+    assert!(!record.query.contains("force"), "{record:?}");
+    for request in &requests[2..5] {
         assert!(
             request.query.contains("fieldManager=berth-operator")
                 && !request.query.contains("force=true"),
@@ -109,8 +120,13 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         );
         assert!(request.body["apiVersion"].is_string() && request.body["kind"].is_string());
     }
-    let status = &requests[4];
+    let status = &requests[5];
     assert_eq!(status.body["status"]["observedGeneration"], 2);
+    assert_eq!(
+        status.body["status"].get("sessionKeySecretUid"),
+        None,
+        "the status apply never owns the record: {status:?}"
+    );
     assert_eq!(
         status.body["status"]["endpoint"],
         "http://everything.demo.svc.cluster.local:8080/mcp"
@@ -292,22 +308,21 @@ async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
     let first = fake.writes();
     assert_eq!(
         first.len(),
-        5,
-        "a Secret created, three applies and a status: {first:?}"
+        6,
+        "a Secret created, its uid recorded, three applies and a status: {first:?}"
     );
     assert_eq!(ctx.metrics.writes("Secret"), 1);
     assert_eq!(ctx.metrics.writes("ConfigMap"), 1);
     assert_eq!(ctx.metrics.writes("Service"), 1);
     assert_eq!(ctx.metrics.writes("Deployment"), 1);
-    assert_eq!(ctx.metrics.writes("McpUpstreamStatus"), 1);
+    assert_eq!(ctx.metrics.writes("McpUpstreamStatus"), 2);
 
     // The watch hands over the McpUpstream carrying the status just written.
-    let written = first.last().expect("status patch").body["status"].clone();
-    reconcile(everything(Some(written)), ctx.clone())
+    reconcile(everything(Some(fake.status())), ctx.clone())
         .await
         .expect("second reconcile");
-    assert_eq!(fake.writes().len(), 5, "no write at steady state");
-    assert_eq!(ctx.metrics.total_writes(), 5);
+    assert_eq!(fake.writes().len(), 6, "no write at steady state");
+    assert_eq!(ctx.metrics.total_writes(), 6);
 }
 
 #[tokio::test]
@@ -317,7 +332,7 @@ async fn reconcile_deleted_child_is_applied_again() {
     reconcile(everything(None), ctx.clone())
         .await
         .expect("first reconcile");
-    let written = fake.writes().last().expect("status").body["status"].clone();
+    let written = fake.status();
     fake.objects
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -325,7 +340,7 @@ async fn reconcile_deleted_child_is_applied_again() {
     reconcile(everything(Some(written)), ctx.clone())
         .await
         .expect("second reconcile");
-    let writes: Vec<String> = fake.writes()[5..].iter().map(|r| r.path.clone()).collect();
+    let writes: Vec<String> = fake.writes()[6..].iter().map(|r| r.path.clone()).collect();
     assert_eq!(
         writes,
         ["/api/v1/namespaces/demo/configmaps/everything-proxy"]
@@ -356,18 +371,19 @@ async fn reconcile_optional_children_are_applied_once_then_steady() {
         ),
         "{first:?}"
     );
-    assert_eq!(first.len(), 7, "Secret, 5 applies and a status: {first:?}");
+    assert_eq!(
+        first.len(),
+        8,
+        "Secret, its uid, 5 applies and a status: {first:?}"
+    );
     assert_eq!(ctx.metrics.writes("NetworkPolicy"), 1);
     assert_eq!(ctx.metrics.writes("PodDisruptionBudget"), 1);
 
-    upstream.status = Some(
-        serde_json::from_value(fake.writes().last().expect("status").body["status"].clone())
-            .expect("status"),
-    );
+    upstream.status = Some(serde_json::from_value(fake.status()).expect("status"));
     reconcile(Arc::new(upstream), ctx.clone())
         .await
         .expect("second reconcile");
-    assert_eq!(fake.writes().len(), 7, "no write at steady state");
+    assert_eq!(fake.writes().len(), 8, "no write at steady state");
 }
 
 #[tokio::test]
@@ -520,7 +536,7 @@ async fn reconcile_budget_percentage_of_every_replica_is_degraded_blocks_drain()
     let writes = fake.writes();
     let status = writes
         .iter()
-        .find(|r| r.path.ends_with("/status"))
+        .find(|r| r.path.ends_with("/status") && r.query.contains("force=true"))
         .expect("status");
     let degraded = &status.body["status"]["conditions"][2];
     assert_eq!(degraded["type"], "Degraded");
@@ -535,4 +551,144 @@ async fn reconcile_budget_percentage_of_every_replica_is_degraded_blocks_drain()
     let event = writes.last().expect("event");
     assert_eq!(event.body["reason"], "DisruptionBudgetBlocksDrain");
     assert_eq!(event.body["type"], "Warning");
+}
+
+const SESSION_KEY_PATH: &str = "/api/v1/namespaces/demo/secrets/everything-session-key";
+
+/// A fake holding a Secret `everything-session-key` (whoever made it: the operator reads no
+/// Secret, so only the create's 409 tells it one exists).
+fn fake_with_session_key_secret() -> FakeApiServer {
+    let fake = FakeApiServer::default();
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            SESSION_KEY_PATH.to_owned(),
+            json!({"apiVersion": "v1", "kind": "Secret",
+                   "metadata": {"name": "everything-session-key", "namespace": "demo",
+                                "uid": "foreign"}}),
+        );
+    fake
+}
+
+#[tokio::test]
+async fn reconcile_session_key_is_created_never_read() {
+    let fake = FakeApiServer::default();
+    reconcile(everything(None), context(&fake))
+        .await
+        .expect("reconciles");
+    let secret_requests: Vec<(String, String)> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/secrets"))
+        .map(|r| (r.method, r.path))
+        .collect();
+    assert_eq!(
+        secret_requests,
+        [(
+            "POST".to_owned(),
+            "/api/v1/namespaces/demo/secrets".to_owned()
+        )],
+        "issue 40, item 6: no get on Secrets"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_existing_session_key_without_record_is_a_name_conflict_before_any_apply() {
+    let fake = fake_with_session_key_secret();
+    let ctx = context(&fake);
+    let action = reconcile(everything(None), ctx.clone())
+        .await
+        .expect("a name conflict is reported, not an error");
+    assert_eq!(action, Action::requeue(Duration::from_secs(1)));
+    let writes = fake.writes();
+    let paths: Vec<&str> = writes.iter().map(|r| r.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/api/v1/namespaces/demo/secrets",
+            "/apis/berth.dev/v1alpha1/namespaces/demo/mcpupstreams/everything/status",
+            "/apis/events.k8s.io/v1/namespaces/demo/events",
+        ],
+        "the create found it; nothing applied"
+    );
+    assert_eq!(ready_of(&writes[1])["reason"], "NameConflict");
+    assert!(
+        ready_of(&writes[1])["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("Secret everything-session-key exists")),
+        "{:?}",
+        writes[1]
+    );
+}
+
+#[tokio::test]
+async fn reconcile_existing_session_key_with_recorded_uid_is_used() {
+    let fake = fake_with_session_key_secret();
+    let ctx = context(&fake);
+    let status = json!({"sessionKeySecretUid": "foreign"});
+    let action = reconcile(everything(Some(status)), ctx.clone())
+        .await
+        .expect("reconciles");
+    assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+    let writes: Vec<String> = fake.writes().iter().map(|r| r.path.clone()).collect();
+    assert!(
+        writes.contains(&"/apis/apps/v1/namespaces/demo/deployments/everything".to_owned()),
+        "{writes:?}"
+    );
+    assert_eq!(
+        writes.iter().filter(|p| p.ends_with("/status")).count(),
+        1,
+        "no record written over the one in place: {writes:?}"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_existing_session_key_with_owned_deployment_is_used_after_upgrade() {
+    // An earlier operator version read the Secret, checked its owner, then made the Deployment;
+    // its status records no uid.
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    reconcile(everything(None), ctx.clone())
+        .await
+        .expect("first operator");
+    let mut status = fake.status();
+    status
+        .as_object_mut()
+        .expect("status object")
+        .remove("sessionKeySecretUid");
+    let upgraded = context(&fake);
+    let action = reconcile(everything(Some(status)), upgraded)
+        .await
+        .expect("reconciles");
+    assert_eq!(action, Action::requeue(RESYNC_INTERVAL));
+}
+
+#[tokio::test]
+async fn reconcile_session_key_create_is_sent_again_only_on_a_new_generation() {
+    let fake = FakeApiServer::default();
+    let ctx = context(&fake);
+    reconcile(everything(None), ctx.clone())
+        .await
+        .expect("first");
+    reconcile(everything(Some(fake.status())), ctx.clone())
+        .await
+        .expect("steady");
+    assert_eq!(
+        ctx.metrics.writes("Secret"),
+        1,
+        "steady state sends no create"
+    );
+    let mut edited = (*everything(Some(fake.status()))).clone();
+    edited.metadata.generation = Some(3);
+    edited.spec.timeouts.call = berth_crds::DurationString::new("61s");
+    reconcile(Arc::new(edited), ctx.clone())
+        .await
+        .expect("edited");
+    assert_eq!(ctx.metrics.writes("Secret"), 2, "one create per generation");
+    assert!(
+        fake.writes().iter().all(|r| !r.path.ends_with("/status")
+            || r.body["status"]["conditions"][0]["reason"] != "NameConflict"),
+        "its own Secret is no conflict"
+    );
 }

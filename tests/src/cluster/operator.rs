@@ -204,7 +204,7 @@ pub fn settings(namespace: &str, resync: Duration) -> Settings {
         proxy_image: super::PROXY_IMAGE.to_owned(),
         metrics_listen: None,
         resync_interval: resync,
-        namespace: Some(namespace.to_owned()),
+        namespaces: vec![namespace.to_owned()],
         ..Settings::default()
     }
 }

@@ -31,6 +31,9 @@ pub(super) struct FakeApiServer {
     /// Requests whose path contains `.0` get an error Status with code `.1`.
     pub(super) refuse: Option<(&'static str, StatusCode)>,
     pub(super) deployment_status: Option<Value>,
+    /// The McpUpstream's status as the patches so far left it (each patch's top-level fields
+    /// replace those of the ones before, as both a merge patch and an apply of them would).
+    pub(super) status: Arc<Mutex<Value>>,
 }
 
 impl FakeApiServer {
@@ -84,8 +87,15 @@ impl FakeApiServer {
             };
         }
         if path.ends_with("/status") {
+            let mut status = self.status.lock().unwrap_or_else(PoisonError::into_inner);
+            if !status.is_object() {
+                *status = json!({});
+            }
+            for (field, value) in body["status"].as_object().into_iter().flatten() {
+                status[field] = value.clone();
+            }
             let mut upstream = serde_json::to_value(everything(None).as_ref()).unwrap_or_default();
-            upstream["status"] = body["status"].clone();
+            upstream["status"] = status.clone();
             return respond(StatusCode::OK, &upstream);
         }
         if let (true, Some(status), Some(object)) = (
@@ -100,12 +110,18 @@ impl FakeApiServer {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(path, body.clone());
-        } else if let Some(name) = body["metadata"]["name"].as_str() {
-            // A create (POST to the collection): later GETs find it by name.
-            self.objects
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(format!("{path}/{name}"), body.clone());
+        } else if let Some(name) = body["metadata"]["name"].as_str().map(str::to_owned) {
+            // A create (POST to the collection): refused when the name is taken, else given a
+            // uid, and later GETs find it by name.
+            let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = format!("{path}/{name}");
+            if objects.contains_key(&key) {
+                let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                    "message": "already exists", "reason": "AlreadyExists", "code": 409});
+                return respond(StatusCode::CONFLICT, &status);
+            }
+            body["metadata"]["uid"] = json!(format!("uid-{name}"));
+            objects.insert(key, body.clone());
         }
         let code = if parts.method == "POST" {
             StatusCode::CREATED
@@ -117,6 +133,14 @@ impl FakeApiServer {
 
     pub(super) fn requests(&self) -> Vec<Recorded> {
         self.requests
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The McpUpstream's status as the watch would hand it over now.
+    pub(super) fn status(&self) -> Value {
+        self.status
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()

@@ -231,6 +231,7 @@ pub async fn start_on(
         request_origin: config.request_origin.clone(),
         max_request_bytes: usize::try_from(config.limits.max_request_bytes).unwrap_or(usize::MAX),
         max_listen_uris: usize::try_from(config.limits.max_listen_uris).unwrap_or(usize::MAX),
+        opening: Default::default(),
     });
     let draining = Arc::new(AtomicBool::new(false));
     let mcp_addr = local_addr(&mcp, &config.listen)?;

@@ -97,3 +97,50 @@ async fn shared_sessions_all_busy_at_the_cap_refuse_initialize_naming_the_field(
     );
     proxy.shutdown().await;
 }
+
+/// Issue 39, item 5: room under the cap is reserved while a `PerClient` handshake is under
+/// way. Before, 24 concurrent `initialize`s each passed the check before any session existed
+/// (every upstream handshake takes 1.5 s here) and all 24 opened an upstream session under a
+/// cap of 4; now 4 are opened and the rest are refused at once, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_concurrent_initialize_flood_opens_no_more_upstream_sessions_than_the_cap() {
+    let upstream = FaultUpstream::builder()
+        .faults(berth_tests::fault::Faults {
+            handshake_delay: std::time::Duration::from_millis(1500),
+            ..Default::default()
+        })
+        .start()
+        .await;
+    let mut cfg = config(&upstream.url, "30s");
+    cfg.session.strategy = berth_crds::SessionStrategy::PerClient;
+    cfg.session.max_sessions = 4;
+    let proxy = start_ready(&cfg).await;
+    let url = mcp_url(&proxy);
+    let before = upstream.count("initialize");
+    let flood: Vec<_> = (0..24)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { post_raw(&url, None, &initialize()).await })
+        })
+        .collect();
+    let mut opened = 0;
+    for reply in flood {
+        let reply = reply.await.expect("the initialize task");
+        match reply.status {
+            200 => opened += 1,
+            503 => assert_eq!(
+                reply.last()["error"]["data"]["limit"],
+                json!("maxSessions"),
+                "{reply:?}"
+            ),
+            _ => panic!("{reply:?}"),
+        }
+    }
+    assert_eq!(opened, 4, "as many sessions as the cap");
+    assert_eq!(
+        upstream.count("initialize") - before,
+        4,
+        "no upstream handshake past the cap"
+    );
+    proxy.shutdown().await;
+}

@@ -55,11 +55,13 @@ pub async fn handle(
         .cloned()
         .unwrap_or_else(|| json!({}));
     let started = std::time::Instant::now();
+    // Held until the session exists: a handshake in progress holds its place under the caps.
+    let reservation = match session_cap::make_room(proxy, caller) {
+        Ok(reservation) => reservation,
+        Err(limit) => return session_cap::refused(proxy, id, limit),
+    };
     let (upstream, dedicated) = match proxy.strategy {
         SessionStrategy::Shared => {
-            if let Err(limit) = session_cap::make_room(proxy, caller) {
-                return session_cap::refused(proxy, id, limit);
-            }
             match proxy
                 .engine
                 .upstream
@@ -71,9 +73,6 @@ pub async fn handle(
             }
         }
         SessionStrategy::PerClient => {
-            if let Err(limit) = session_cap::make_room(proxy, caller) {
-                return session_cap::refused(proxy, id, limit);
-            }
             // The client's own handshake, with its protocolVersion, capabilities and clientInfo.
             match Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget).await
             {
@@ -113,6 +112,7 @@ pub async fn handle(
         .engine
         .sessions
         .create(version, client_capabilities, dedicated, caller);
+    drop(reservation);
     if let Some(info) = client_info {
         session.set_client_info(info);
     }

@@ -191,11 +191,15 @@ async fn serve(
                 .request_scoped(version, capabilities, None)
         }
         SessionStrategy::PerClient => match dedicated(proxy, &id, &meta, caller.as_deref()).await {
-            Ok(dedicated) => {
-                proxy
-                    .engine
-                    .sessions
-                    .request_scoped(version, capabilities, Some(dedicated))
+            Ok((dedicated, reservation)) => {
+                let session =
+                    proxy
+                        .engine
+                        .sessions
+                        .request_scoped(version, capabilities, Some(dedicated));
+                // Counted as a request-scoped session from here on.
+                drop(reservation);
+                session
             }
             Err(answer) => return answer,
         },
@@ -233,16 +237,17 @@ async fn serve(
 /// The `PerClient` upstream session for one modern request, opened with the client's
 /// capabilities and `clientInfo` (the revision is the proxy's: the upstream is legacy), capped
 /// with the other client sessions by `session.maxSessions`.
-async fn dedicated(
-    proxy: &Front,
+async fn dedicated<'a>(
+    proxy: &'a Front,
     id: &Value,
     meta: &Value,
     caller: Option<&Principal>,
-) -> Result<Dedicated, Answer> {
+) -> Result<(Dedicated, super::session_cap::Reservation<'a>), Answer> {
     use super::session_cap::{self, SessionLimit};
-    if let Err(limit) = session_cap::make_room(proxy, caller) {
-        return Err(session_cap::refused(proxy, id, limit));
-    }
+    let reservation = match session_cap::make_room(proxy, caller) {
+        Ok(reservation) => reservation,
+        Err(limit) => return Err(session_cap::refused(proxy, id, limit)),
+    };
     let object = |key| meta.get(key).filter(|v| v.is_object()).cloned();
     let params = json!({
         "protocolVersion": REQUESTED_VERSION,
@@ -252,6 +257,7 @@ async fn dedicated(
     });
     Dedicated::open(proxy.endpoint.clone(), params, proxy.engine.connect_budget)
         .await
+        .map(|dedicated| (dedicated, reservation))
         .map_err(|error| {
             tracing::warn!(error = %crate::observe::escaped::Escaped(&crate::transport::upstream::error_chain(&error)), "per-client upstream handshake for a modern request failed");
             if let crate::transport::upstream::UpstreamError::Refused(_) = error {

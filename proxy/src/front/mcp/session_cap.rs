@@ -10,9 +10,16 @@
 //! its session. At its quota, a caller ends only its own. Without OAuth every caller is the
 //! same anonymous one and only the cap applies.
 //!
+//! Room is reserved, not only found: [`make_room`] counts the sessions still being opened (a
+//! `PerClient` handshake can take seconds) and returns a [`Reservation`] the caller holds until
+//! its session exists, so concurrent `initialize`s cannot all pass the check before any of them
+//! is created and together overshoot a cap (each `PerClient` one with a child process).
+//!
 //! Not responsible for: opening the session (`initialize`, `modern`) or ending idle sessions
 //! on expiry (`server::tasks`).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -54,30 +61,92 @@ impl SessionLimit {
     }
 }
 
-/// Makes room for one more session of `caller`: while the caller is at its quota, or the
-/// sessions are at the cap, ends the caller's own least recently active idle session (counted
-/// in `berth_proxy_downstream_sessions_evicted_total`).
+/// The sessions being opened now (room reserved by [`make_room`], not yet created), in all and
+/// per owner.
+#[derive(Debug, Default)]
+pub struct Opening {
+    inner: Mutex<OpeningCounts>,
+}
+
+#[derive(Debug, Default)]
+struct OpeningCounts {
+    total: usize,
+    by_owner: HashMap<String, usize>,
+}
+
+impl Opening {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpeningCounts> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Room for one session being opened, counted against the caps until dropped: hold it until
+/// the session is created (or its opening failed).
+#[derive(Debug)]
+#[must_use = "the room is given back when the reservation is dropped"]
+pub struct Reservation<'a> {
+    opening: &'a Opening,
+    owner: Option<String>,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        let mut counts = self.opening.lock();
+        counts.total = counts.total.saturating_sub(1);
+        if let Some(owner) = &self.owner
+            && let Some(count) = counts.by_owner.get_mut(owner)
+        {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.by_owner.remove(owner);
+            }
+        }
+    }
+}
+
+/// Makes room for one more session of `caller` and reserves it: while the caller is at its
+/// quota, or the sessions (those being opened included) are at the cap, ends the caller's own
+/// least recently active idle session (counted in
+/// `berth_proxy_downstream_sessions_evicted_total`).
 ///
 /// # Errors
 /// The [`SessionLimit`] reached when every session of the caller is busy (or it has none).
-pub fn make_room(proxy: &Front, caller: Option<&Principal>) -> Result<(), SessionLimit> {
+pub fn make_room<'a>(
+    proxy: &'a Front,
+    caller: Option<&Principal>,
+) -> Result<Reservation<'a>, SessionLimit> {
     let owner = caller.map(Principal::owner_digest);
     let sessions = &proxy.engine.sessions;
-    let held_by_all = || {
+    // Held for the whole check: two callers never both take the last place.
+    let mut opening = proxy.opening.lock();
+    let held_by_all = |opening: &OpeningCounts| {
         let scoped = match proxy.strategy {
             berth_crds::SessionStrategy::PerClient => sessions.request_scoped_len(),
             berth_crds::SessionStrategy::Shared => 0,
         };
-        sessions.len() + scoped
+        sessions.len() + scoped + opening.total
     };
     loop {
         let (held, idle) = sessions.owned_by(owner.as_deref());
+        let pending = owner
+            .as_ref()
+            .and_then(|owner| opening.by_owner.get(owner))
+            .copied()
+            .unwrap_or(0);
+        let held = held + pending;
         let limit = if owner.is_some() && held >= proxy.sessions_per_identity {
             SessionLimit::PerIdentity
-        } else if held_by_all() >= proxy.session_cap {
+        } else if held_by_all(&opening) >= proxy.session_cap {
             SessionLimit::cap_of(proxy)
         } else {
-            return Ok(());
+            opening.total += 1;
+            if let Some(owner) = &owner {
+                *opening.by_owner.entry(owner.clone()).or_default() += 1;
+            }
+            return Ok(Reservation {
+                opening: &proxy.opening,
+                owner,
+            });
         };
         // At the cap (not the caller's quota), a caller with no idle session of its own may
         // end one of an identity holding at least two more than it does.

@@ -41,4 +41,7 @@ pub struct Front {
     pub max_request_bytes: usize,
     /// `limits.maxListenUris`: the most resource URIs one `subscriptions/listen` may name.
     pub max_listen_uris: usize,
+    /// The client sessions being opened now, counted against the session caps
+    /// ([`session_cap::make_room`](crate::front::mcp::session_cap::make_room)).
+    pub opening: crate::front::mcp::session_cap::Opening,
 }

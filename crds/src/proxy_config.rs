@@ -30,8 +30,9 @@ use crate::transport::Transport;
 pub use downstream_auth::DownstreamAuth;
 pub use error::ProxyConfigError;
 pub use session::{
-    MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, MAX_SHARED_SESSIONS_MAX, REPLAY_BUFFER_MIB_MAX,
-    SessionSpec, SessionStrategy, default_max_shared_sessions, default_replay_buffer_mib,
+    MAX_SESSIONS_MAX, MAX_SESSIONS_MIN, MAX_SHARED_SESSIONS_MAX, NEW_SESSIONS_PER_MINUTE_MAX,
+    REPLAY_BUFFER_MIB_MAX, SessionSpec, SessionStrategy, default_max_shared_sessions,
+    default_new_sessions_per_minute, default_replay_buffer_mib,
 };
 pub use timeouts::{MAX_DRAIN, TimeoutsSpec};
 pub use tools_probe::{DriftPolicy, ToolsProbePolicy, ToolsProbeSpec};
@@ -176,6 +177,15 @@ impl ProxyConfig {
                     max: MAX_SHARED_SESSIONS_MAX,
                 });
             }
+        }
+        let rate = u64::from(self.session.new_sessions_per_minute);
+        if !(1..=NEW_SESSIONS_PER_MINUTE_MAX).contains(&rate) {
+            return Err(ProxyConfigError::OutOfRange {
+                field: "session.newSessionsPerMinute",
+                value: rate,
+                min: 1,
+                max: NEW_SESSIONS_PER_MINUTE_MAX,
+            });
         }
         let replay_buffer = u64::from(self.session.replay_buffer_mib);
         if replay_buffer > REPLAY_BUFFER_MIB_MAX {

@@ -386,12 +386,12 @@ async fn oauth_replica(
     upstream_url: &str,
     audience: &str,
     key: &str,
-    sessions_per_identity: Option<u32>,
+    session: impl FnOnce(&mut berth_crds::SessionSpec),
 ) -> (berth_proxy::RunningProxy, String) {
     const KEY_VAR: &str = "BERTH_SESSION_KEY";
     let port = berth_tests::free_port();
     let mut cfg = config(upstream_url, "30s");
-    cfg.session.max_sessions_per_identity = sessions_per_identity;
+    session(&mut cfg.session);
     cfg.listen = format!("127.0.0.1:{port}");
     cfg.session_key_env = Some(KEY_VAR.to_owned());
     cfg.downstream_auth = Some(DownstreamAuth {
@@ -423,8 +423,8 @@ async fn oauth_another_identity_cannot_end_a_session_on_a_replica_that_never_hel
     let hydra = Hydra::start().await;
     let audience = "https://berth.test/replicated/mcp";
     let key = "a-session-key-shared-by-both-replicas";
-    let (first, first_url) = oauth_replica(&hydra, &upstream.url, audience, key, None).await;
-    let (second, second_url) = oauth_replica(&hydra, &upstream.url, audience, key, None).await;
+    let (first, first_url) = oauth_replica(&hydra, &upstream.url, audience, key, |_| {}).await;
+    let (second, second_url) = oauth_replica(&hydra, &upstream.url, audience, key, |_| {}).await;
     hydra
         .create_client("owner-agent", AGENT.1, "mcp:tools", &[audience])
         .await;
@@ -497,7 +497,7 @@ async fn oauth_session_quota_per_identity_ends_only_the_callers_own_idle_session
         &upstream.url,
         audience,
         "a-session-key-for-the-quota-test",
-        Some(2),
+        |session| session.max_sessions_per_identity = Some(2),
     )
     .await;
     hydra
@@ -581,5 +581,75 @@ async fn oauth_session_quota_per_identity_ends_only_the_callers_own_idle_session
     let refused = r#"berth_proxy_session_limit_refusals_total{limit="maxSessionsPerIdentity"}"#;
     assert_eq!(sample(&metrics, refused), 1.0, "{metrics}");
     drop(streams);
+    proxy.shutdown().await;
+}
+
+/// Issue 39, item 5: a caller opening sessions in a loop is held to
+/// `session.newSessionsPerMinute` (429, `Retry-After`, the field named, nothing upstream);
+/// another caller opens its session as usual.
+#[tokio::test]
+async fn oauth_new_sessions_per_minute_holds_one_callers_loop_and_not_the_others() {
+    let upstream = FaultUpstream::builder().start().await;
+    let hydra = Hydra::start().await;
+    let audience = "https://berth.test/rate/mcp";
+    let (proxy, url) = oauth_replica(
+        &hydra,
+        &upstream.url,
+        audience,
+        "a-session-key-for-the-rate-test",
+        |session| session.new_sessions_per_minute = 3,
+    )
+    .await;
+    hydra
+        .create_client("looping-agent", AGENT.1, "mcp:tools", &[audience])
+        .await;
+    hydra
+        .create_client("calm-agent", READER.1, "mcp:tools", &[audience])
+        .await;
+    let bearer = |token: String| format!("Bearer {token}");
+    let looping = bearer(
+        hydra
+            .token("looping-agent", AGENT.1, "mcp:tools", audience)
+            .await,
+    );
+    let calm = bearer(
+        hydra
+            .token("calm-agent", READER.1, "mcp:tools", audience)
+            .await,
+    );
+    let init = json!({"jsonrpc": "2.0", "id": 5, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}})
+    .to_string();
+    let mut statuses = Vec::new();
+    let mut last = None;
+    for _ in 0..5 {
+        let reply = post_with(&url, None, &[("authorization", &looping)], &init).await;
+        statuses.push(reply.status);
+        last = Some(reply);
+    }
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 429, 429],
+        "a burst of 3, then held"
+    );
+    let refused = last.expect("a reply");
+    assert_eq!(refused.last()["id"], json!(5), "{refused:?}");
+    assert_eq!(
+        refused.last()["error"]["data"]["limit"],
+        json!("newSessionsPerMinute"),
+        "{refused:?}"
+    );
+    let retry_after: u64 = refused
+        .retry_after
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .expect("Retry-After");
+    assert!((1..=20).contains(&retry_after), "{retry_after}");
+    let other = post_with(&url, None, &[("authorization", &calm)], &init).await;
+    assert_eq!(other.status, 200, "another caller's own bucket: {other:?}");
+    let metrics = scrape(&proxy).await;
+    let series = r#"berth_proxy_session_limit_refusals_total{limit="newSessionsPerMinute"}"#;
+    assert_eq!(sample(&metrics, series), 2.0, "{metrics}");
     proxy.shutdown().await;
 }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::DurationString;
 use crate::proxy_config::{
-    MAX_SHARED_SESSIONS_MAX, REPLAY_BUFFER_MIB_MAX, default_max_shared_sessions,
-    default_replay_buffer_mib,
+    MAX_SHARED_SESSIONS_MAX, NEW_SESSIONS_PER_MINUTE_MAX, REPLAY_BUFFER_MIB_MAX,
+    default_max_shared_sessions, default_new_sessions_per_minute, default_replay_buffer_mib,
 };
 use crate::proxy_config::{SessionSpec, SessionStrategy};
 use crate::transport::Transport;
@@ -68,6 +68,17 @@ pub struct SessionSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<i32>", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
     pub max_sessions_per_identity: Option<u32>,
+    /// New client sessions one authenticated caller (OAuth `sub` and client id) may open per
+    /// minute, under either strategy (issue 39): a token bucket of this many sessions, refilled
+    /// at this rate. Past it, the caller's `initialize` (or, for a modern client under
+    /// `PerClient`, the request that would open its upstream session) gets HTTP 429 with
+    /// `Retry-After` and a JSON-RPC error naming this field, and nothing reaches the upstream.
+    /// Without `spec.proxy.auth.oauth` callers cannot be told apart, so no rate applies and only
+    /// the caps do (one shared bucket would let one client lock every other out). Range
+    /// 1-100000. Default `120`.
+    #[serde(default = "default_new_sessions_per_minute")]
+    #[schemars(with = "i32", range(min = 1, max = NEW_SESSIONS_PER_MINUTE_MAX))]
+    pub new_sessions_per_minute: u32,
     /// Message text, in MiB, that all client sessions together keep so a client whose SSE
     /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
     /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
@@ -88,6 +99,7 @@ impl Default for SessionSettings {
             max_sessions: default_max_sessions(),
             max_shared_sessions: default_max_shared_sessions(),
             max_sessions_per_identity: None,
+            new_sessions_per_minute: default_new_sessions_per_minute(),
             replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
@@ -111,6 +123,7 @@ impl SessionSettings {
             max_sessions: self.max_sessions,
             max_shared_sessions: self.max_shared_sessions,
             max_sessions_per_identity: self.max_sessions_per_identity,
+            new_sessions_per_minute: self.new_sessions_per_minute,
             replay_buffer_mib: self.replay_buffer_mib,
         }
     }

@@ -58,6 +58,17 @@ pub struct SessionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<i32>", range(min = 1, max = MAX_SHARED_SESSIONS_MAX))]
     pub max_sessions_per_identity: Option<u32>,
+    /// New client sessions one authenticated caller (OAuth `sub` and client id) may open per
+    /// minute, under either strategy (issue 39): a token bucket of this many sessions, refilled
+    /// at this rate. Past it, the caller's `initialize` (or, for a modern client under
+    /// `PerClient`, the request that would open its upstream session) gets HTTP 429 with
+    /// `Retry-After` and a JSON-RPC error naming this field, and nothing reaches the upstream.
+    /// Without `spec.proxy.auth.oauth` callers cannot be told apart, so no rate applies and only
+    /// the caps do (one shared bucket would let one client lock every other out). Range
+    /// 1-100000. Default `120`.
+    #[serde(default = "default_new_sessions_per_minute")]
+    #[schemars(with = "i32", range(min = 1, max = NEW_SESSIONS_PER_MINUTE_MAX))]
+    pub new_sessions_per_minute: u32,
     /// Message text, in MiB, that all client sessions together keep so a client whose SSE
     /// stream broke can resume it with `Last-Event-ID` (MCP 2025-11-25, "Resumability and
     /// Redelivery"). Each session also keeps at most 4 MiB. Past this bound, the streams that
@@ -77,6 +88,7 @@ impl Default for SessionSpec {
             max_sessions: default_max_sessions(),
             max_shared_sessions: default_max_shared_sessions(),
             max_sessions_per_identity: None,
+            new_sessions_per_minute: default_new_sessions_per_minute(),
             replay_buffer_mib: default_replay_buffer_mib(),
         }
     }
@@ -135,6 +147,14 @@ pub fn default_max_shared_sessions() -> u32 {
 
 /// Largest `session.maxSharedSessions` and `session.maxSessionsPerIdentity`.
 pub const MAX_SHARED_SESSIONS_MAX: u64 = 65536;
+
+/// Default `session.newSessionsPerMinute`.
+pub fn default_new_sessions_per_minute() -> u32 {
+    120
+}
+
+/// Largest `session.newSessionsPerMinute`.
+pub const NEW_SESSIONS_PER_MINUTE_MAX: u64 = 100_000;
 
 /// Default `session.replayBufferMiB`.
 pub fn default_replay_buffer_mib() -> u32 {

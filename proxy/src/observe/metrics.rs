@@ -116,8 +116,8 @@ pub struct Metrics {
     /// request in flight and no open stream (issues 13, 39).
     pub downstream_sessions_evicted: IntCounter,
     /// `berth_proxy_session_limit_refusals_total{limit}`: `initialize`s (and `PerClient` modern
-    /// requests) refused at a session limit: `maxSessions`, `maxSharedSessions` or
-    /// `maxSessionsPerIdentity` (issue 39, item 5).
+    /// requests) refused at a session limit: `maxSessions`, `maxSharedSessions`,
+    /// `maxSessionsPerIdentity` or `newSessionsPerMinute` (issue 39, item 5).
     pub session_limit_refusals: IntCounterVec,
     /// `berth_proxy_invalid_messages_total{reason}`: client messages refused before forwarding.
     pub invalid_messages: IntCounterVec,

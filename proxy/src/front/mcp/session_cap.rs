@@ -41,6 +41,12 @@ pub enum SessionLimit {
     MaxSharedSessions,
     /// `session.maxSessionsPerIdentity`.
     PerIdentity,
+    /// `session.newSessionsPerMinute`: the caller opened its sessions too fast; it may try
+    /// again after this many seconds (at least 1).
+    NewSessionRate {
+        /// `Retry-After`, in seconds.
+        retry_after_secs: u64,
+    },
 }
 
 impl SessionLimit {
@@ -50,6 +56,7 @@ impl SessionLimit {
             Self::MaxSessions => "maxSessions",
             Self::MaxSharedSessions => "maxSharedSessions",
             Self::PerIdentity => "maxSessionsPerIdentity",
+            Self::NewSessionRate { .. } => "newSessionsPerMinute",
         }
     }
 
@@ -58,6 +65,50 @@ impl SessionLimit {
             berth_crds::SessionStrategy::Shared => Self::MaxSharedSessions,
             berth_crds::SessionStrategy::PerClient => Self::MaxSessions,
         }
+    }
+}
+
+/// `session.newSessionsPerMinute`: a token bucket per authenticated caller (GCRA, the
+/// `governor` crate), refilled at that rate. Buckets that are full again are dropped once 1024
+/// callers have one, so memory follows the callers seen in the last minute.
+pub struct NewSessionRate {
+    buckets: governor::DefaultKeyedRateLimiter<String>,
+    clock: governor::clock::DefaultClock,
+}
+
+/// Buckets kept before the full ones are dropped.
+const RATE_BUCKETS_KEPT: usize = 1024;
+
+impl NewSessionRate {
+    /// `per_minute` new sessions per caller and minute, in bursts of as many (at least 1).
+    pub fn new(per_minute: u32) -> Self {
+        let per_minute = std::num::NonZeroU32::new(per_minute).unwrap_or(std::num::NonZeroU32::MIN);
+        Self {
+            buckets: governor::RateLimiter::keyed(governor::Quota::per_minute(per_minute)),
+            clock: governor::clock::DefaultClock::default(),
+        }
+    }
+
+    /// Takes one new session of `owner` from its bucket.
+    ///
+    /// # Errors
+    /// The wait until the bucket has a session again.
+    fn admit(&self, owner: &str) -> Result<(), Duration> {
+        use governor::clock::Clock as _;
+        if self.buckets.len() >= RATE_BUCKETS_KEPT {
+            self.buckets.retain_recent();
+        }
+        self.buckets
+            .check_key(&owner.to_owned())
+            .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
+    }
+}
+
+impl std::fmt::Debug for NewSessionRate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewSessionRate")
+            .field("callers", &self.buckets.len())
+            .finish()
     }
 }
 
@@ -116,6 +167,13 @@ pub fn make_room<'a>(
     caller: Option<&Principal>,
 ) -> Result<Reservation<'a>, SessionLimit> {
     let owner = caller.map(Principal::owner_digest);
+    if let Some(owner) = &owner
+        && let Err(wait) = proxy.new_session_rate.admit(owner)
+    {
+        return Err(SessionLimit::NewSessionRate {
+            retry_after_secs: crate::access::rate_limits::retry_after_secs(wait),
+        });
+    }
     let sessions = &proxy.engine.sessions;
     // Held for the whole check: two callers never both take the last place.
     let mut opening = proxy.opening.lock();
@@ -178,6 +236,21 @@ pub fn refused(proxy: &Front, id: &Value, limit: SessionLimit) -> Answer {
         .session_limit_refusals
         .with_label_values(&[limit.field()])
         .inc();
+    if let SessionLimit::NewSessionRate { retry_after_secs } = limit {
+        let mut answer = session_limit_answer(
+            proxy,
+            id,
+            "this caller opens client sessions faster than session.newSessionsPerMinute allows; retry after Retry-After seconds",
+            json!({ "limit": limit.field(), "value": proxy.new_sessions_per_minute }),
+        );
+        if let Answer::Json { body, .. } = answer {
+            answer = Answer::TooManyRequests {
+                body,
+                retry_after_secs,
+            };
+        }
+        return answer;
+    }
     let (value, message) = match limit {
         SessionLimit::PerIdentity => (
             proxy.sessions_per_identity,
@@ -187,7 +260,7 @@ pub fn refused(proxy: &Front, id: &Value, limit: SessionLimit) -> Answer {
             proxy.session_cap,
             "the proxy keeps its maximum number of client sessions (session.maxSharedSessions) and this caller has none idle to end; retry later",
         ),
-        SessionLimit::MaxSessions => (
+        SessionLimit::MaxSessions | SessionLimit::NewSessionRate { .. } => (
             proxy.session_cap,
             "the proxy serves its maximum number of client sessions (session.maxSessions) and every one of them is busy; retry later",
         ),

@@ -44,4 +44,8 @@ pub struct Front {
     /// The client sessions being opened now, counted against the session caps
     /// ([`session_cap::make_room`](crate::front::mcp::session_cap::make_room)).
     pub opening: crate::front::mcp::session_cap::Opening,
+    /// `session.newSessionsPerMinute`, per authenticated caller.
+    pub new_session_rate: crate::front::mcp::NewSessionRate,
+    /// `session.newSessionsPerMinute`, as configured (for refusals).
+    pub new_sessions_per_minute: u32,
 }

@@ -70,6 +70,7 @@
 /// tasks.
 pub mod wire {
     pub mod answer;
+    pub mod echoed;
     pub mod headers;
     pub mod jsonrpc;
     pub mod outcome;

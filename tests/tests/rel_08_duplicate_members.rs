@@ -117,3 +117,36 @@ async fn rel_08_a_tool_listing_with_a_name_twice_is_shown_as_the_policy_read_it(
     assert!(!reply.text.contains("hidden"), "{}", reply.text);
     proxy.shutdown().await;
 }
+
+/// Issue 39, item 8: a refusal repeats at most 256 bytes of what the client chose. A
+/// `tools/call` naming a hidden tool of 1 MiB, or naming a member twice whose name is 1 MiB,
+/// used to come back whole in the message and again in `data` (2 MiB for 1 MiB asked).
+#[tokio::test]
+async fn refusals_repeat_a_bounded_part_of_a_huge_client_chosen_name() {
+    let upstream = FaultUpstream::builder().start().await;
+    let proxy = start_ready(&allowing_echo(&upstream.url)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let huge = "t".repeat(1 << 20);
+    let hidden = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": huge, "arguments": {}}})
+    .to_string();
+    let twice = format!(
+        r#"{{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{{"name":"echo","{huge}":1,"{huge}":2}}}}"#
+    );
+    for (body, id) in [(hidden, 7), (twice, 8)] {
+        let reply = post_raw(&url, Some(&session), &body).await;
+        assert_eq!(reply.last()["id"], json!(id), "{}", reply.status);
+        assert!(
+            reply.text.len() < 2048,
+            "a refusal of {} bytes for a 1 MiB name",
+            reply.text.len()
+        );
+        assert!(
+            reply.text.contains("[truncated"),
+            "says it cut: {}",
+            reply.text
+        );
+    }
+    proxy.shutdown().await;
+}

@@ -177,7 +177,10 @@ async fn classified(
             StatusCode::BAD_REQUEST,
             &id,
             jsonrpc::INVALID_REQUEST,
-            &format!("member {name:?} appears twice; a JSON-RPC message must be unambiguous"),
+            &format!(
+                "member {:?} appears twice; a JSON-RPC message must be unambiguous",
+                crate::wire::echoed::echoed(&name)
+            ),
         ));
     }
     let live = header.and_then(|header| live_session(proxy, header, caller.as_deref()));

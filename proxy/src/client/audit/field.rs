@@ -8,22 +8,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-/// `text` cut to at most `max` bytes at a character boundary, followed by
-/// `…[truncated N bytes]` (N: the bytes cut off) when it was longer; `text` itself otherwise.
-pub fn truncate(text: &str, max: usize) -> Cow<'_, str> {
-    if text.len() <= max {
-        return Cow::Borrowed(text);
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    Cow::Owned(format!(
-        "{}…[truncated {} bytes]",
-        &text[..cut],
-        text.len() - cut
-    ))
-}
+pub use crate::wire::echoed::truncate;
 
 /// A client's JSON-RPC request id, bounded: a string cut as [`truncate`] cuts it, a number,
 /// `null` or a boolean as it is, anything else (not a valid id) as its JSON text, cut.

@@ -17,6 +17,7 @@ use crate::access::auth::grants::Grants;
 use crate::access::rate_limits::RateLimits;
 use crate::observe::escaped::Escaped;
 use crate::wire::answer::Answer;
+use crate::wire::echoed::echoed;
 use crate::wire::jsonrpc::{self, WireMessage};
 use crate::wire::outcome::Outcome;
 
@@ -147,9 +148,12 @@ pub(super) fn denied(tool: &str, caller: Option<&Principal>, session_id: &str) -
     Refusal::new(
         Outcome::Denied,
         jsonrpc::INVALID_PARAMS,
-        format!("tool {tool:?} is not granted to this caller (tools.grants)"),
+        format!(
+            "tool {:?} is not granted to this caller (tools.grants)",
+            echoed(tool)
+        ),
     )
-    .with("tool", json!(tool))
+    .with("tool", json!(echoed(tool)))
 }
 
 /// A `tools/call` refused because the audit queue is full under `limits.auditOnOverflow:
@@ -183,9 +187,12 @@ pub(super) fn tool_rules(
         return Err(Refusal::new(
             Outcome::Rejected,
             jsonrpc::INVALID_PARAMS,
-            format!("tool {tool:?} is not exposed by this proxy (tools.allow / tools.readOnly)"),
+            format!(
+                "tool {:?} is not exposed by this proxy (tools.allow / tools.readOnly)",
+                echoed(tool)
+            ),
         )
-        .with("tool", json!(tool)));
+        .with("tool", json!(echoed(tool))));
     }
     if let Some(grants) = rules.grants
         && !grants.allows(caller, tool, catalogue.is_read_only(tool))
@@ -200,10 +207,11 @@ pub(super) fn tool_rules(
             Outcome::RateLimited,
             jsonrpc::RATE_LIMITED,
             format!(
-                "rate limit for tool {tool:?} reached (tools.rateLimits); retry in {retry_after_secs} s"
+                "rate limit for tool {:?} reached (tools.rateLimits); retry in {retry_after_secs} s",
+                echoed(tool)
             ),
         )
-        .with("tool", json!(tool))
+        .with("tool", json!(echoed(tool)))
         .with("retryAfterSeconds", json!(retry_after_secs));
         refusal.retry_after_secs = Some(retry_after_secs);
         return Err(refusal);
@@ -214,7 +222,7 @@ pub(super) fn tool_rules(
             jsonrpc::DRIFT_BLOCKED,
             "tool changed or disappeared upstream since it was reviewed; calls are blocked",
         )
-        .with("tool", json!(tool)));
+        .with("tool", json!(echoed(tool))));
     }
     Ok(())
 }

@@ -66,8 +66,11 @@ pub fn unsupported(id: &Value, requested: &str) -> Answer {
         StatusCode::BAD_REQUEST,
         id,
         jsonrpc::UNSUPPORTED_PROTOCOL_VERSION,
-        &format!("unsupported protocol version {requested:?}"),
-        json!({ "supported": supported_versions(), "requested": requested }),
+        &format!(
+            "unsupported protocol version {:?}",
+            crate::wire::echoed::echoed(requested)
+        ),
+        json!({ "supported": supported_versions(), "requested": crate::wire::echoed::echoed(requested) }),
     )
 }
 

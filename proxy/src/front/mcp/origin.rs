@@ -31,7 +31,8 @@ pub(super) fn refusal(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
         .filter(|o| !policy.allows_origin(o))
         .map(|origin| {
             let message = format!(
-                "requests from origin {origin:?} are not allowed (requestOrigin.allowedOrigins)"
+                "requests from origin {:?} are not allowed (requestOrigin.allowedOrigins)",
+                crate::wire::echoed::echoed(&origin)
             );
             ("origin", message)
         });
@@ -40,7 +41,8 @@ pub(super) fn refusal(proxy: &Front, headers: &HeaderMap) -> Option<Response> {
             .filter(|h| !policy.allows_host(h))
             .map(|host| {
                 let message = format!(
-                    "requests for host {host:?} are not allowed (requestOrigin.allowedHosts)"
+                    "requests for host {:?} are not allowed (requestOrigin.allowedHosts)",
+                    crate::wire::echoed::echoed(&host)
                 );
                 ("host", message)
             })

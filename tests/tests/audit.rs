@@ -64,6 +64,8 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
             allowed_algorithms: all_algorithms(),
             jwks_refresh: None,
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }),
     });
     let dir = tempfile::tempdir().expect("tempdir");
@@ -282,6 +284,8 @@ async fn audit_ungranted_call_with_the_upstream_down_is_denied() {
             allowed_algorithms: all_algorithms(),
             jwks_refresh: None,
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }),
     });
     let dir = tempfile::tempdir().expect("tempdir");

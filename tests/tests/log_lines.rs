@@ -43,6 +43,8 @@ async fn log_tool_name_with_newline_and_escape_never_forges_a_line() {
             allowed_algorithms: all_algorithms(),
             jwks_refresh: None,
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }),
     });
     let dir = tempfile::tempdir().expect("tempdir");

@@ -55,6 +55,8 @@ async fn oauth_proxy_with(
             allowed_algorithms: all_algorithms(),
             jwks_refresh: Some(DurationString::new(jwks_refresh)),
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }),
     });
     (start_ready(&cfg).await, audience)
@@ -403,6 +405,8 @@ async fn oauth_replica(
             allowed_algorithms: all_algorithms(),
             jwks_refresh: Some(DurationString::new("5m")),
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }),
     });
     berth_proxy::install_crypto_provider();

@@ -62,6 +62,19 @@ pub struct OAuthSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) <= duration('5m')", "message": "spec.proxy.auth.oauth.clockSkew must be at most 5m"}]))]
     pub clock_skew: Option<DurationString>,
+    /// How long signing keys fetched from the issuer stay trusted when every fetch since has
+    /// failed, for example `6h` (issue 39, item 8): past it the proxy fails closed (HTTP 503,
+    /// counted in `berth_proxy_invalid_messages_total{reason="auth_unavailable"}`, alert `BerthAuthUnavailable`) until a fetch
+    /// succeeds, so a key the issuer revoked while unreachable is not trusted forever. Default
+    /// `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-validations" = [{"rule": "duration(self) >= duration('1m') && duration(self) <= duration('720h')", "message": "spec.proxy.auth.oauth.maxKeyAge must be at least 1m and at most 720h"}]))]
+    pub max_key_age: Option<DurationString>,
+    /// Accept only access tokens whose JOSE header `typ` is `at+jwt` (RFC 9068 section 2.1),
+    /// so an ID token or another JWT the issuer signed cannot be used as an access token.
+    /// Default `false`: many authorization servers issue access tokens typed `JWT`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_access_token_type: bool,
 }
 
 /// A JWS signature algorithm (RFC 7518 section 3, RFC 8037), asymmetric only.
@@ -103,6 +116,8 @@ fn is_all_algorithms(algorithms: &Vec<JwsAlgorithm>) -> bool {
 pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(300);
 /// Default of `clockSkew`.
 pub const DEFAULT_CLOCK_SKEW: Duration = Duration::from_secs(60);
+/// Default of `maxKeyAge`.
+pub const DEFAULT_MAX_KEY_AGE: Duration = Duration::from_secs(24 * 3600);
 
 impl OAuthSpec {
     /// `jwksRefresh`, or [`DEFAULT_JWKS_REFRESH`].
@@ -123,6 +138,16 @@ impl OAuthSpec {
         self.clock_skew
             .as_ref()
             .map_or(Ok(DEFAULT_CLOCK_SKEW), DurationString::to_duration)
+    }
+
+    /// `maxKeyAge`, or [`DEFAULT_MAX_KEY_AGE`].
+    ///
+    /// # Errors
+    /// [`DurationError`] when the string does not parse.
+    pub fn max_key_age(&self) -> Result<Duration, DurationError> {
+        self.max_key_age
+            .as_ref()
+            .map_or(Ok(DEFAULT_MAX_KEY_AGE), DurationString::to_duration)
     }
 
     /// The protected resource metadata URL (RFC 9728 section 3.1): the `audience`'s origin,
@@ -169,6 +194,8 @@ mod tests {
             allowed_algorithms: all_algorithms(),
             jwks_refresh: None,
             clock_skew: None,
+            max_key_age: None,
+            require_access_token_type: false,
         }
     }
 

@@ -22,6 +22,8 @@ use jsonwebtoken::jwk::{Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
+use berth_crds::proxy_config::oauth;
+
 use crate::observe::metrics::auth::AuthMetrics;
 
 /// Shortest time between two fetches caused by unknown key ids: a token naming a key the
@@ -63,10 +65,11 @@ struct FetchState {
     error: Option<String>,
 }
 
-#[derive(Default)]
 struct Keys {
     by_id: HashMap<String, VerificationKey>,
     without_id: Vec<VerificationKey>,
+    /// When they were fetched: past the cache's `max_age` they are not trusted.
+    fetched: Instant,
 }
 
 /// The cached key set of one issuer.
@@ -79,6 +82,8 @@ pub struct KeyCache {
     fetching: tokio::sync::Mutex<FetchState>,
     jwks_uri: RwLock<Option<String>>,
     min_refetch: Duration,
+    /// How long fetched keys stay trusted without a successful fetch since (`maxKeyAge`).
+    max_age: Duration,
 }
 
 impl KeyCache {
@@ -93,7 +98,16 @@ impl KeyCache {
             fetching: tokio::sync::Mutex::new(FetchState::default()),
             jwks_uri: RwLock::new(None),
             min_refetch: MIN_REFETCH,
+            max_age: oauth::DEFAULT_MAX_KEY_AGE,
         }
+    }
+
+    /// The same cache trusting fetched keys for `max_age` without a successful fetch since
+    /// (`maxKeyAge`, issue 39 item 8): older keys are as good as none, and a token needs a
+    /// fetch that succeeds.
+    pub fn with_max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = max_age;
+        self
     }
 
     /// The same cache with another shortest time between fetches (tests).
@@ -161,8 +175,14 @@ impl KeyCache {
         }
     }
 
+    /// The keys, while they are younger than `max_age`.
     fn cached(&self) -> Option<Arc<Keys>> {
-        self.keys.read().ok().and_then(|k| k.clone())
+        let keys = self.keys.read().ok().and_then(|k| k.clone())?;
+        if keys.fetched.elapsed() > self.max_age {
+            tracing::warn!(issuer = %crate::observe::escaped::Escaped(&self.issuer), max_key_age_s = self.max_age.as_secs(), "the authorization server's keys are older than maxKeyAge and no fetch has succeeded since: not trusted");
+            return None;
+        }
+        Some(keys)
     }
 
     async fn fetch(&self) -> Result<Arc<Keys>, String> {
@@ -289,7 +309,11 @@ fn find(keys: &Keys, kid: Option<&str>) -> Option<VerificationKey> {
 }
 
 fn keys_of(set: JwkSet) -> Keys {
-    let mut keys = Keys::default();
+    let mut keys = Keys {
+        by_id: HashMap::new(),
+        without_id: Vec::new(),
+        fetched: Instant::now(),
+    };
     for jwk in set.keys {
         let Some(key) = verification_key(&jwk) else {
             continue;

@@ -69,6 +69,9 @@ impl ResourceServer {
         let skew = spec
             .clock_skew()
             .map_err(|e| format!("oauth.clockSkew: {e}"))?;
+        let max_key_age = spec
+            .max_key_age()
+            .map_err(|e| format!("oauth.maxKeyAge: {e}"))?;
         let algorithms: Vec<Algorithm> = spec
             .allowed_algorithms
             .iter()
@@ -89,7 +92,7 @@ impl ResourceServer {
             })
             .collect();
         Ok(Self {
-            keys: KeyCache::new(spec.issuer.clone(), client, metrics),
+            keys: KeyCache::new(spec.issuer.clone(), client, metrics).with_max_age(max_key_age),
             spec: spec.clone(),
             validations,
             refresh,
@@ -141,6 +144,16 @@ impl ResourceServer {
         }
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| Rejection::InvalidToken(format!("not a signed JWT: {}", reason(&e))))?;
+        // RFC 9068 section 2.1: `at+jwt`, or its media type form; compared without case.
+        if self.spec.require_access_token_type
+            && !header.typ.as_deref().is_some_and(|typ| {
+                typ.eq_ignore_ascii_case("at+jwt") || typ.eq_ignore_ascii_case("application/at+jwt")
+            })
+        {
+            return Err(Rejection::InvalidToken(
+                "the token is not an access token: its typ is not at+jwt (RFC 9068; oauth.requireAccessTokenType)".to_owned(),
+            ));
+        }
         let Some((_, validation)) = self.validations.iter().find(|(alg, _)| *alg == header.alg)
         else {
             return Err(Rejection::InvalidToken(format!(

@@ -28,6 +28,8 @@ struct Issuer {
     fetches: Arc<AtomicUsize>,
     fetched_at: Arc<Mutex<Vec<std::time::Instant>>>,
     metadata_issuer: Arc<Mutex<Option<String>>>,
+    /// While set, the key set answers 503.
+    failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 #[derive(Clone)]
@@ -37,6 +39,7 @@ struct Served {
     fetches: Arc<AtomicUsize>,
     fetched_at: Arc<Mutex<Vec<std::time::Instant>>>,
     metadata_issuer: Arc<Mutex<Option<String>>>,
+    failing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 async fn metadata(State(s): State<Served>) -> axum::Json<Value> {
@@ -47,14 +50,17 @@ async fn metadata(State(s): State<Served>) -> axum::Json<Value> {
     }))
 }
 
-async fn jwks(State(s): State<Served>) -> axum::Json<JwkSet> {
+async fn jwks(State(s): State<Served>) -> Result<axum::Json<JwkSet>, axum::http::StatusCode> {
     s.fetches.fetch_add(1, Ordering::SeqCst);
     s.fetched_at
         .lock()
         .expect("lock")
         .push(std::time::Instant::now());
+    if s.failing.load(Ordering::SeqCst) {
+        return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    }
     let keys = s.keys.lock().expect("lock").clone();
-    axum::Json(JwkSet { keys })
+    Ok(axum::Json(JwkSet { keys }))
 }
 
 async fn issuer() -> Issuer {
@@ -68,6 +74,7 @@ async fn issuer() -> Issuer {
         fetches: Arc::default(),
         fetched_at: Arc::default(),
         metadata_issuer: Arc::default(),
+        failing: Arc::default(),
     };
     let app = Router::new()
         .route("/.well-known/oauth-authorization-server", get(metadata))
@@ -80,6 +87,7 @@ async fn issuer() -> Issuer {
         fetches: served.fetches,
         fetched_at: served.fetched_at,
         metadata_issuer: served.metadata_issuer,
+        failing: served.failing,
     }
 }
 
@@ -130,14 +138,27 @@ async fn issuer_with_key_a() -> Issuer {
 }
 
 fn server(issuer: &Issuer, scopes: &[&str], algorithms: Vec<JwsAlgorithm>) -> ResourceServer {
-    let spec = OAuthSpec {
+    server_with(issuer, scopes, algorithms, |_| {})
+}
+
+/// As [`server`], with `adjust` applied to the spec first.
+fn server_with(
+    issuer: &Issuer,
+    scopes: &[&str],
+    algorithms: Vec<JwsAlgorithm>,
+    adjust: impl FnOnce(&mut OAuthSpec),
+) -> ResourceServer {
+    let mut spec = OAuthSpec {
         issuer: issuer.url.clone(),
         audience: AUDIENCE.into(),
         required_scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
         allowed_algorithms: algorithms,
         jwks_refresh: None,
         clock_skew: Some(berth_crds::duration::DurationString::new("30s")),
+        max_key_age: None,
+        require_access_token_type: false,
     };
+    adjust(&mut spec);
     let registry = prometheus::Registry::new();
     ResourceServer::new(
         &spec,
@@ -335,6 +356,7 @@ async fn unreachable_or_mismatched_issuer_metadata_is_unavailable_not_invalid() 
         fetches: Arc::default(),
         fetched_at: Arc::default(),
         metadata_issuer: Arc::default(),
+        failing: Arc::default(),
     };
     drop(closed);
     let server = self::server(&gone, &[], all_algorithms());
@@ -408,6 +430,8 @@ async fn a_key_set_without_end_is_refused_once_past_the_limit_not_at_the_timeout
         allowed_algorithms: all_algorithms(),
         jwks_refresh: None,
         clock_skew: None,
+        max_key_age: None,
+        require_access_token_type: false,
     };
     let server = ResourceServer::new(
         &spec,
@@ -427,4 +451,69 @@ async fn a_key_set_without_end_is_refused_once_past_the_limit_not_at_the_timeout
         "refused at the size limit, not at the fetch timeout: {:?}",
         started.elapsed()
     );
+}
+
+/// Issue 39, item 8: keys whose every refresh has failed stop being trusted after
+/// `maxKeyAge`: the proxy fails closed (unavailable, not accepted) until a fetch succeeds.
+#[tokio::test]
+async fn keys_stop_being_trusted_after_max_key_age_while_every_fetch_fails() {
+    let issuer = issuer_with_key_a().await;
+    let server = server_with(&issuer, &[], all_algorithms(), |spec| {
+        spec.max_key_age = Some(berth_crds::duration::DurationString::new("1s"));
+    });
+    let token = sign(RSA_A, Algorithm::RS256, Some("a"), &claims(&issuer.url));
+    server.authenticate(&token).await.expect("fresh keys");
+    issuer.failing.store(true, Ordering::SeqCst);
+    server.refresh_keys().await;
+    server
+        .authenticate(&token)
+        .await
+        .expect("a failed refresh keeps keys younger than maxKeyAge");
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let verdict = server.authenticate(&token).await;
+    assert!(
+        matches!(verdict, Err(Rejection::Unavailable(_))),
+        "stale keys are not trusted: {verdict:?}"
+    );
+    issuer.failing.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server
+        .authenticate(&token)
+        .await
+        .expect("a fetch that succeeds trusts the keys again");
+}
+
+/// Issue 39, item 8: with `requireAccessTokenType`, only tokens typed `at+jwt` (RFC 9068) are
+/// access tokens; without it, the usual `JWT` type is accepted.
+#[tokio::test]
+async fn require_access_token_type_accepts_only_at_jwt() {
+    let issuer = issuer_with_key_a().await;
+    let strict = server_with(&issuer, &[], all_algorithms(), |spec| {
+        spec.require_access_token_type = true;
+    });
+    let typed = |typ: &str| {
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("a".to_owned());
+        header.typ = Some(typ.to_owned());
+        jsonwebtoken::encode(
+            &header,
+            &claims(&issuer.url),
+            &encoding_key(RSA_A, Algorithm::RS256),
+        )
+        .expect("signs")
+    };
+    let why = invalid(strict.authenticate(&typed("JWT")).await);
+    assert!(why.contains("at+jwt"), "{why}");
+    strict
+        .authenticate(&typed("at+jwt"))
+        .await
+        .expect("an access token");
+    strict
+        .authenticate(&typed("application/AT+JWT"))
+        .await
+        .expect("the media type form, any case");
+    let lax = server(&issuer, &[], all_algorithms());
+    lax.authenticate(&typed("JWT"))
+        .await
+        .expect("JWT accepted by default");
 }

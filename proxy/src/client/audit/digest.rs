@@ -30,6 +30,12 @@ pub const MAX_DEPTH: usize = 128;
 /// it has none (see the module docs).
 pub fn of_text(text: &str) -> String {
     let mut hash = Sha256::new();
+    if nested_deeper_than(text, MAX_DEPTH) {
+        // Found before any parse: a parse that fails only at the limit cost 35 times the text
+        // on the way (each level's value scanned into a raw value, then its error wrapped).
+        hash.update(text.as_bytes());
+        return crate::transport::upstream::tools::sha256_label(hash);
+    }
     let mut reader = serde_json::Deserializer::from_str(text);
     let canonical = Canonical {
         hash: &mut hash,
@@ -43,6 +49,35 @@ pub fn of_text(text: &str) -> String {
         hash.update(text.as_bytes());
     }
     crate::transport::upstream::tools::sha256_label(hash)
+}
+
+/// Whether arrays and objects in `text` nest more than `max` deep (brackets inside strings
+/// not counted): one pass, no allocation.
+fn nested_deeper_than(text: &str, max: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &byte in text.as_bytes() {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Hashes one JSON value canonically; `comma`: a `,` goes first (an array's later element).
@@ -205,6 +240,23 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+
+    #[test]
+    fn nesting_is_measured_outside_strings_without_parsing() {
+        assert!(!nested_deeper_than(r#"{"a":[1,{"b":2}]}"#, 3));
+        assert!(nested_deeper_than(r#"{"a":[1,{"b":[2]}]}"#, 3));
+        assert!(
+            !nested_deeper_than(r#"{"a":"[[[[\"[[[["}"#, 1),
+            "brackets in strings, escaped quotes included, do not count"
+        );
+        let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        assert!(nested_deeper_than(&deep, MAX_DEPTH));
+        assert_eq!(
+            of_text(&deep),
+            of_text(&deep),
+            "digested as received, stably"
+        );
+    }
     use crate::transport::upstream::tools::canonical_digest;
 
     #[test]

@@ -26,7 +26,9 @@
 //!
 //! 1. The crate root: [`FIELD_MANAGER`] and [`DEFAULT_PROXY_IMAGE`]; all else here is a
 //!    re-export. [`labels`]: the labels and selector of every owned object. [`settings`]: how
-//!    the operator runs ([`Settings`]) and the defaults. They use nothing but the root.
+//!    the operator runs ([`Settings`]) and the defaults. [`diagnostics`]: each proxy's
+//!    diagnostics token, derived from the operator's key. They use nothing but the root
+//!    (`settings` holds the `diagnostics` key).
 //! 2. [`error`]: the error of a reconcile worth retrying, and the errors of the steps it wraps
 //!    ([`BuildError`](error::BuildError), [`ListPodsError`](error::ListPodsError)); uses
 //!    nothing of the crate.

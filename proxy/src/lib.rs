@@ -21,7 +21,8 @@
 //!    (the MCP HTTP headers), [`wire::answer`] (the one place an answer becomes HTTP: a JSON
 //!    body, an SSE stream of [`wire::answer::StreamEvent`]s, or a status), [`wire::outcome`]
 //!    (how a request ended), [`wire::revision`] (the MCP revisions and what tells them apart),
-//!    [`wire::tasks`] (MCP tasks refused on a shared session). They use nothing but each other
+//!    [`wire::tasks`] (MCP tasks refused on a shared session), [`wire::echoed`] (client-chosen
+//!    text cut to a bound before a refusal repeats it). They use nothing but each other
 //!    (`wire::answer` uses `wire::jsonrpc` and `wire::headers`).
 //! 2. Cross-cutting, `observe/` and `access/`: [`observe::telemetry`] (traces; uses layer 1),
 //!    [`observe::escaped`] (client-, upstream- and child-chosen text made safe for a log line),
@@ -44,7 +45,8 @@
 //!    [`client::audit`] (the audit line of a tool call; uses `access::auth` and
 //!    `transport::upstream::tools`), [`client::parked`] (calls parked on a legacy upstream's
 //!    server request until their modern client retries; uses `client::sessions` and
-//!    `client::audit`).
+//!    `client::audit`), [`client::session_room`] (the sessions being opened, counted against
+//!    the session caps, and the new-session rate per caller; uses nothing of the crate).
 //! 5. [`engine::state`]: the [`Engine`] the call engine runs on (the upstream, the sessions,
 //!    the budgets and tool rules, the parked calls, the metrics, the audit log), and ending a
 //!    session; uses layers 1-4.
@@ -103,6 +105,7 @@ pub mod client {
     pub mod audit;
     pub mod parked;
     pub mod per_client;
+    pub mod session_room;
     pub mod sessions;
     pub mod subscriptions;
 }

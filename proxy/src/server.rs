@@ -232,7 +232,7 @@ pub async fn start_on(
         max_request_bytes: usize::try_from(config.limits.max_request_bytes).unwrap_or(usize::MAX),
         max_listen_uris: usize::try_from(config.limits.max_listen_uris).unwrap_or(usize::MAX),
         opening: Default::default(),
-        new_session_rate: crate::front::mcp::NewSessionRate::new(
+        new_session_rate: crate::client::session_room::NewSessionRate::new(
             config.session.new_sessions_per_minute,
         ),
         new_sessions_per_minute: config.session.new_sessions_per_minute,

@@ -43,7 +43,6 @@ use crate::wire::jsonrpc::{self, Invalid, Message};
 use accept::{accepts_sse, contains_ignoring_case, starts_with_ignoring_case};
 use refusal::{refused, unknown_session};
 use session::{live_session, session_header};
-pub use session_cap::NewSessionRate;
 pub use state::Front;
 
 /// The `/mcp` routes, and the protected resource metadata when OAuth is configured.

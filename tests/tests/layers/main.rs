@@ -22,6 +22,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "wire::outcome",
         "wire::revision",
         "wire::tasks",
+        "wire::echoed",
     ],
     &[
         "observe::telemetry",
@@ -37,6 +38,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
         "client::subscriptions",
         "client::audit",
         "client::parked",
+        "client::session_room",
     ],
     &["engine::state"],
     &[
@@ -52,7 +54,7 @@ const PROXY_LAYERS: &[&[&str]] = &[
 /// `operator/src/lib.rs`. The crate root (`crate`) is in the bottom layer: its constants use
 /// nothing, and its `pub use` items are the crate's facade, no edge (see `graph.rs`).
 const OPERATOR_LAYERS: &[&[&str]] = &[
-    &["crate", "labels", "settings"],
+    &["crate", "labels", "settings", "diagnostics"],
     &["error"],
     &["render"],
     &["validate"],

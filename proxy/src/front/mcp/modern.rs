@@ -242,7 +242,7 @@ async fn dedicated<'a>(
     id: &Value,
     meta: &Value,
     caller: Option<&Principal>,
-) -> Result<(Dedicated, super::session_cap::Reservation<'a>), Answer> {
+) -> Result<(Dedicated, crate::client::session_room::Reservation<'a>), Answer> {
     use super::session_cap::{self, SessionLimit};
     let reservation = match session_cap::make_room(proxy, caller) {
         Ok(reservation) => reservation,

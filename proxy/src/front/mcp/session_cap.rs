@@ -18,14 +18,13 @@
 //! Not responsible for: opening the session (`initialize`, `modern`) or ending idle sessions
 //! on expiry (`server::tasks`).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::access::auth::Principal;
+use crate::client::session_room::Reservation;
 use crate::front::mcp::state::Front;
 use crate::wire::answer::Answer;
 use crate::wire::jsonrpc;
@@ -68,93 +67,6 @@ impl SessionLimit {
     }
 }
 
-/// `session.newSessionsPerMinute`: a token bucket per authenticated caller (GCRA, the
-/// `governor` crate), refilled at that rate. Buckets that are full again are dropped once 1024
-/// callers have one, so memory follows the callers seen in the last minute.
-pub struct NewSessionRate {
-    buckets: governor::DefaultKeyedRateLimiter<String>,
-    clock: governor::clock::DefaultClock,
-}
-
-/// Buckets kept before the full ones are dropped.
-const RATE_BUCKETS_KEPT: usize = 1024;
-
-impl NewSessionRate {
-    /// `per_minute` new sessions per caller and minute, in bursts of as many (at least 1).
-    pub fn new(per_minute: u32) -> Self {
-        let per_minute = std::num::NonZeroU32::new(per_minute).unwrap_or(std::num::NonZeroU32::MIN);
-        Self {
-            buckets: governor::RateLimiter::keyed(governor::Quota::per_minute(per_minute)),
-            clock: governor::clock::DefaultClock::default(),
-        }
-    }
-
-    /// Takes one new session of `owner` from its bucket.
-    ///
-    /// # Errors
-    /// The wait until the bucket has a session again.
-    fn admit(&self, owner: &str) -> Result<(), Duration> {
-        use governor::clock::Clock as _;
-        if self.buckets.len() >= RATE_BUCKETS_KEPT {
-            self.buckets.retain_recent();
-        }
-        self.buckets
-            .check_key(&owner.to_owned())
-            .map_err(|not_until| not_until.wait_time_from(self.clock.now()))
-    }
-}
-
-impl std::fmt::Debug for NewSessionRate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NewSessionRate")
-            .field("callers", &self.buckets.len())
-            .finish()
-    }
-}
-
-/// The sessions being opened now (room reserved by [`make_room`], not yet created), in all and
-/// per owner.
-#[derive(Debug, Default)]
-pub struct Opening {
-    inner: Mutex<OpeningCounts>,
-}
-
-#[derive(Debug, Default)]
-struct OpeningCounts {
-    total: usize,
-    by_owner: HashMap<String, usize>,
-}
-
-impl Opening {
-    fn lock(&self) -> std::sync::MutexGuard<'_, OpeningCounts> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// Room for one session being opened, counted against the caps until dropped: hold it until
-/// the session is created (or its opening failed).
-#[derive(Debug)]
-#[must_use = "the room is given back when the reservation is dropped"]
-pub struct Reservation<'a> {
-    opening: &'a Opening,
-    owner: Option<String>,
-}
-
-impl Drop for Reservation<'_> {
-    fn drop(&mut self) {
-        let mut counts = self.opening.lock();
-        counts.total = counts.total.saturating_sub(1);
-        if let Some(owner) = &self.owner
-            && let Some(count) = counts.by_owner.get_mut(owner)
-        {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                counts.by_owner.remove(owner);
-            }
-        }
-    }
-}
-
 /// Makes room for one more session of `caller` and reserves it: while the caller is at its
 /// quota, or the sessions (those being opened included) are at the cap, ends the caller's own
 /// least recently active idle session (counted in
@@ -176,35 +88,24 @@ pub fn make_room<'a>(
     }
     let sessions = &proxy.engine.sessions;
     // Held for the whole check: two callers never both take the last place.
-    let mut opening = proxy.opening.lock();
-    let held_by_all = |opening: &OpeningCounts| {
+    let opening = proxy.opening.lock();
+    let held_by_all = |opening: &crate::client::session_room::OpeningGuard<'_>| {
         let scoped = match proxy.strategy {
             berth_crds::SessionStrategy::PerClient => sessions.request_scoped_len(),
             berth_crds::SessionStrategy::Shared => 0,
         };
-        sessions.len() + scoped + opening.total
+        sessions.len() + scoped + opening.total()
     };
     loop {
         let (held, idle) = sessions.owned_by(owner.as_deref());
-        let pending = owner
-            .as_ref()
-            .and_then(|owner| opening.by_owner.get(owner))
-            .copied()
-            .unwrap_or(0);
+        let pending = owner.as_deref().map_or(0, |owner| opening.of(owner));
         let held = held + pending;
         let limit = if owner.is_some() && held >= proxy.sessions_per_identity {
             SessionLimit::PerIdentity
         } else if held_by_all(&opening) >= proxy.session_cap {
             SessionLimit::cap_of(proxy)
         } else {
-            opening.total += 1;
-            if let Some(owner) = &owner {
-                *opening.by_owner.entry(owner.clone()).or_default() += 1;
-            }
-            return Ok(Reservation {
-                opening: &proxy.opening,
-                owner,
-            });
+            return Ok(opening.reserve(owner));
         };
         // At the cap (not the caller's quota), a caller with no idle session of its own may
         // end one of an identity holding at least two more than it does.

@@ -42,10 +42,10 @@ pub struct Front {
     /// `limits.maxListenUris`: the most resource URIs one `subscriptions/listen` may name.
     pub max_listen_uris: usize,
     /// The client sessions being opened now, counted against the session caps
-    /// ([`session_cap::make_room`](crate::front::mcp::session_cap::make_room)).
-    pub opening: crate::front::mcp::session_cap::Opening,
+    /// (`front::mcp::session_cap::make_room`).
+    pub opening: crate::client::session_room::Opening,
     /// `session.newSessionsPerMinute`, per authenticated caller.
-    pub new_session_rate: crate::front::mcp::NewSessionRate,
+    pub new_session_rate: crate::client::session_room::NewSessionRate,
     /// `session.newSessionsPerMinute`, as configured (for refusals).
     pub new_sessions_per_minute: u32,
 }

@@ -275,17 +275,51 @@ fn build_full_spec_pod_disruption_budget_selects_the_pods() {
     );
 }
 
-#[test]
-fn build_spec_without_policy_or_budget_marks_them_unwanted() {
-    let (_, children) = build_yaml(STDIO);
-    fn unwanted<K>() -> Optional<K> {
-        Optional::Unwanted {
-            namespace: "team-a".to_owned(),
-            name: "clock".to_owned(),
-            owner_uid: "9a7d2b3c-4e5f-4a6b-8c7d-0e1f2a3b4c5d".to_owned(),
-        }
+fn unwanted<K>() -> Optional<K> {
+    Optional::Unwanted {
+        namespace: "team-a".to_owned(),
+        name: "clock".to_owned(),
+        owner_uid: "9a7d2b3c-4e5f-4a6b-8c7d-0e1f2a3b4c5d".to_owned(),
     }
+}
+
+#[test]
+fn build_spec_without_budget_marks_it_unwanted() {
+    let (_, children) = build_yaml(STDIO);
     assert_eq!(children.pod_disruption_budget, unwanted());
+}
+
+#[test]
+fn build_spec_without_network_policy_admits_ingress_to_proxy_ports_only() {
+    // Issue 40, item 3: on by default, ingress only, egress left alone.
+    let (_, children) = build_yaml(STDIO);
+    let Optional::Wanted(policy) = &children.network_policy else {
+        panic!("network policy wanted by default");
+    };
+    let spec = policy.spec.as_ref().expect("spec");
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_owned()]));
+    assert_eq!(spec.egress, None);
+    let ports: Vec<_> = spec.ingress.as_ref().expect("ingress")[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            Some(IntOrString::String("mcp".to_owned())),
+            Some(IntOrString::String("admin".to_owned()))
+        ]
+    );
+}
+
+#[test]
+fn build_spec_with_ingress_off_marks_network_policy_unwanted() {
+    let mut upstream: McpUpstream = serde_yaml::from_str(STDIO).expect("fixture parses");
+    upstream.spec.network_policy.ingress = false;
+    let config = validate(&upstream).expect("fixture is valid");
+    let children = build(&upstream, PROXY_IMAGE, &config).expect("builds");
     assert_eq!(children.network_policy, unwanted());
 }
 

@@ -8,6 +8,12 @@ use serde::{Deserialize, Serialize};
 use super::error::ProxyConfigError;
 use crate::transport::Transport;
 
+/// Environment variable of the proxy holding its pod's IP (the operator fills it from the
+/// downward API `status.podIP`). With an HTTP upstream on loopback, the proxy checks whether
+/// the upstream's port also answers on this address and reports it as `exposed` on the admin
+/// port's `/upstream` (issue 40, item 3).
+pub const POD_IP_ENV: &str = "BERTH_POD_IP";
+
 /// The upstream MCP server as the proxy reaches it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

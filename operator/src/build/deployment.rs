@@ -25,6 +25,7 @@
 use std::collections::BTreeMap;
 
 use berth_crds::proxy_config::audit::{MCP_UPSTREAM_ENV, NAMESPACE_ENV};
+use berth_crds::proxy_config::upstream::POD_IP_ENV;
 use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, TracesSpec, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
@@ -223,6 +224,8 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
     env.extend(mcp_upstream_env(name));
+    // Issue 40, item 3: the proxy checks whether the upstream also answers on this address.
+    env.push(field_env(POD_IP_ENV, "status.podIP"));
     if let Some(reference) = spec
         .proxy
         .auth

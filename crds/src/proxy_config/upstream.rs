@@ -31,8 +31,9 @@ pub struct UpstreamEndpoint {
     /// client session itself. Exactly one of `command` and `socket` is set for `Stdio`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// `Stdio` only: Unix socket path of a `berth-proxy stdio-host` in the same pod; the proxy
-    /// opens one connection (one child) per client session.
+    /// `Stdio` only: Unix socket of a `berth-proxy stdio-host` in the same pod, a path or
+    /// `@name` for an abstract socket (what the operator renders: `@berth-stdio-host`, issue
+    /// 40, item 7); the proxy opens one connection (one child) per client session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
     /// `Stdio` only: longest JSON-RPC line accepted from a child, in bytes; a longer reply

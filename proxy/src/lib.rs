@@ -33,10 +33,11 @@
 //! 3. The upstream transports, behind one interface, `transport/`: [`transport::upstream`] (the
 //!    shared upstream and its supervisor, [`transport::upstream::UpstreamSession`] over either
 //!    transport, per era: `http`, `session`, `listen`, `era`, `tools`, `control` for the proxy's
-//!    own messages, `exposure` whether the upstream's port answers beyond loopback) and [`transport::stdio`] (child processes and the stdio host). They use
-//!    layers 1 and 2 and each other's parts: `transport::upstream::endpoint` and
-//!    `transport::upstream::session` use `transport::stdio`'s endpoint and connection;
-//!    `transport::stdio` uses only `transport::upstream::error` and `transport::upstream::era`.
+//!    own messages, `exposure` whether the upstream's port answers beyond loopback) and
+//!    [`transport::stdio`] (child processes and the stdio host). They use layers 1 and 2 and
+//!    each other's parts: `transport::upstream::endpoint` and `transport::upstream::session`
+//!    use `transport::stdio`'s endpoint and connection; `transport::stdio` uses only
+//!    `transport::upstream::error` and `transport::upstream::era`.
 //! 4. Client state, `client/`: [`client::per_client`] (a client's own upstream session,
 //!    `PerClient`; uses `transport::upstream`), [`client::sessions`] (downstream sessions, their
 //!    in-flight ids, event logs and server requests; uses `client::per_client`),

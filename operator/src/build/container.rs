@@ -1,6 +1,6 @@
 //! What the pod's containers share, whichever transport shapes the pod: the names of the
-//! upstream and proxy containers, the users the pod and the proxy run as, and the security context that
-//! passes the "restricted" Pod Security Standard.
+//! upstream and proxy containers, the users the pod and the proxy run as, and the security
+//! context that passes the "restricted" Pod Security Standard.
 //!
 //! Not responsible for: the containers themselves ([`super::deployment`], [`super::stdio`]).
 

@@ -36,7 +36,7 @@ pub use mcp_upstream::disruption::PodDisruptionBudgetSpec;
 pub use mcp_upstream::network_policy::{EgressPort, EgressRule, NetworkPolicySpec, Protocol};
 pub use mcp_upstream::pod::{PodOverrides, RESERVED_POD_ANNOTATIONS, RESERVED_POD_LABELS};
 pub use mcp_upstream::proxy_auth::{ProxyAuth, SecretKeyReference};
-pub use mcp_upstream::security::{UpstreamCapabilities, UpstreamSecurityContext};
+pub use mcp_upstream::security::{PROXY_RUN_AS_ID, UpstreamCapabilities, UpstreamSecurityContext};
 pub use mcp_upstream::session::SessionSettings;
 pub use mcp_upstream::telemetry::{TelemetrySpec, TracesSpec};
 pub use mcp_upstream::{

@@ -37,8 +37,9 @@ use telemetry::TelemetrySpec;
 /// The operator turns it into a Deployment whose pods pair the berth proxy with the upstream MCP
 /// server as a digest-pinned native sidecar, a Service in front of the proxy, a ConfigMap
 /// holding the proxy's configuration and a Secret `<name>-session-key` holding the key that
-/// signs client session ids (so any replica accepts a session another issued), plus an
-/// optional NetworkPolicy and PodDisruptionBudget. Deleting the McpUpstream deletes them all.
+/// signs client session ids (so any replica accepts a session another issued), a NetworkPolicy
+/// admitting only the proxy's ports (on by default) and an optional PodDisruptionBudget.
+/// Deleting the McpUpstream deletes them all.
 #[derive(CustomResource, KubeSchema, Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[kube(
     group = "berth.dev",
@@ -94,8 +95,9 @@ pub struct McpUpstreamSpec {
     /// Default: none.
     #[serde(default, skip_serializing_if = "is_default")]
     pub pod: PodOverrides,
-    /// An optional NetworkPolicy: ingress only to the proxy's ports, egress only to DNS and the
-    /// listed destinations. Default: none (`enabled: false`).
+    /// The NetworkPolicy `<name>`: ingress only to the proxy's MCP and admin ports (on by
+    /// default; `{ingress: false}` opts out), and with `enabled: true` egress only to DNS and
+    /// the listed destinations (off by default). Default: `{ingress: true, enabled: false}`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub network_policy: NetworkPolicySpec,
     /// An optional PodDisruptionBudget, for example `{minAvailable: 1}` with `replicas: 2`. It

@@ -20,7 +20,7 @@ pub mod request_origin;
 mod session;
 mod timeouts;
 mod tools_probe;
-mod upstream;
+pub mod upstream;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -29,9 +29,9 @@
 //! Two children are handled differently. The session-key Secret is created once and never
 //! applied again, so its random key survives reconciles and operator restarts; the operator
 //! cannot read Secrets, so its ownership is recorded in status instead of read
-//! ([`session_key`], issue 40, item 6). The optional NetworkPolicy and PodDisruptionBudget are
-//! deleted when the spec stops asking for them, and only when this McpUpstream owns them
-//! (`remove_unwanted`).
+//! ([`session_key`], issue 40, item 6). The NetworkPolicy (on by default) and the optional
+//! PodDisruptionBudget are deleted when the spec stops asking for them, and only when this
+//! McpUpstream owns them (`remove_unwanted`).
 //!
 //! Not responsible for: deleting children of a deleted McpUpstream (the garbage collector does
 //! that through the owner references).

@@ -1,8 +1,8 @@
 //! Step 2 of a reconcile: the objects an `McpUpstream` needs, built in memory.
 //!
 //! Responsible for: the exact shape of every owned object (ConfigMap, Deployment, Service, the
-//! session-key Secret, and the optional NetworkPolicy and PodDisruptionBudget), their names,
-//! labels and owner references. Pure: nothing here reads or writes the cluster, so every
+//! session-key Secret, the NetworkPolicy (on by default) and the optional
+//! PodDisruptionBudget), their names, labels and owner references. Pure: nothing here reads or writes the cluster, so every
 //! shape is unit-tested from YAML fixtures. Not responsible for: deciding whether the spec is
 //! servable ([`crate::validate`] runs first) or sending anything ([`crate::apply`]).
 

@@ -3,12 +3,13 @@
 //! Responsible for: turning an `McpUpstream` into a ConfigMap (the rendered proxy config), a
 //! Deployment (the berth proxy plus the upstream MCP server as a digest-pinned native sidecar, or
 //! for stdio servers a stdio host in the server's image), a Service, a create-once Secret with
-//! the session-signing key, and the opt-in NetworkPolicy and PodDisruptionBudget, keeping them
-//! as declared (server-side apply, hand edits reverted, no write at steady state), and reporting
-//! `status` (`observedGeneration`, `endpoint`, the conditions `Ready`, `Progressing`,
-//! `Degraded`, `UpstreamReady`, `ToolsDiscovered`, the running upstream image ID and the proxy's
-//! tool report, read from each proxy's admin port by [`report`]) with an Event per condition
-//! transition, plus Prometheus metrics; with leader election, reconciling only while holding a
+//! the session-signing key, the NetworkPolicy (on by default) and the opt-in
+//! PodDisruptionBudget, keeping them as declared (server-side apply, hand edits reverted, no
+//! write at steady state), and reporting `status` (`observedGeneration`, `endpoint`, the
+//! conditions `Ready`, `Progressing`, `Degraded`, `UpstreamReady`, `ToolsDiscovered`,
+//! `UpstreamExposed`, the running upstream image ID and the proxy's tool report, read from
+//! each proxy's admin port by [`report`]) with an Event per condition transition, plus
+//! Prometheus metrics; with leader election, reconciling only while holding a
 //! Lease ([`controller`]). Why the operator reads the proxy instead of the proxy writing
 //! status: `operator/README.md`.
 //! Not responsible for: speaking MCP (the proxy does that), installing the CRD (the chart does).

@@ -22,8 +22,9 @@ pub const SESSION_KEY_ENV: &str = "BERTH_SESSION_KEY";
 /// kubelet from `spec.proxy.auth.bearerTokenSecretRef`.
 pub const DOWNSTREAM_TOKEN_ENV: &str = "BERTH_DOWNSTREAM_TOKEN";
 
-/// Unix socket of the stdio host, inside [`STDIO_DIR`](crate::build::stdio::STDIO_DIR).
-pub const STDIO_SOCKET: &str = "/berth/stdio/host.sock";
+/// Unix socket of the stdio host: an abstract socket in the pod's network namespace (no file a
+/// server's process could replace; issue 40, item 7).
+pub const STDIO_SOCKET: &str = "@berth-stdio-host";
 
 /// The proxy config for `spec`: MCP on `0.0.0.0:<proxy.port>`, admin on
 /// `0.0.0.0:<proxy.adminPort>`; the upstream either the HTTP sidecar on the pod's loopback at

@@ -124,7 +124,8 @@ pub struct ToolsSummary {
 }
 
 /// The JSON the proxy serves on `/upstream` (proxy/src/front/admin.rs):
-/// `{"ready": bool, "lastError": "...", "stdio": {"children": N, "restarts": N}}`.
+/// `{"ready": bool, "lastError": "...", "exposed": bool|null, "stdio": {"children": N,
+/// "restarts": N}}`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UpstreamState {
@@ -135,6 +136,11 @@ pub struct UpstreamState {
     /// (secret-like values redacted by the proxy).
     #[serde(default)]
     pub last_error: Option<String>,
+    /// Whether the upstream's port answers on the pod IP as well as on loopback; `None` when
+    /// the proxy did not check (stdio, an upstream elsewhere, not listening yet) or predates
+    /// the check (issue 40, item 3).
+    #[serde(default)]
+    pub exposed: Option<bool>,
     /// Stdio upstreams only: live children and restarts so far.
     #[serde(default)]
     pub stdio: Option<StdioState>,

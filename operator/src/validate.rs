@@ -183,10 +183,7 @@ mod tests {
         ))
         .expect("stdio with a command is served");
         assert_eq!(config.upstream.transport, Transport::Stdio);
-        assert_eq!(
-            config.upstream.socket.as_deref(),
-            Some("/berth/stdio/host.sock")
-        );
+        assert_eq!(config.upstream.socket.as_deref(), Some("@berth-stdio-host"));
         assert_eq!(config.upstream.url, None);
         assert_eq!(
             config.session.strategy,

@@ -34,10 +34,11 @@
 //! 3. The upstream transports, behind one interface, `transport/`: [`transport::upstream`] (the
 //!    shared upstream and its supervisor, [`transport::upstream::UpstreamSession`] over either
 //!    transport, per era: `http`, `session`, `listen`, `era`, `tools`, `control` for the proxy's
-//!    own messages) and [`transport::stdio`] (child processes and the stdio host). They use
-//!    layers 1 and 2 and each other's parts: `transport::upstream::endpoint` and
-//!    `transport::upstream::session` use `transport::stdio`'s endpoint and connection;
-//!    `transport::stdio` uses only `transport::upstream::error` and `transport::upstream::era`.
+//!    own messages, `exposure` whether the upstream's port answers beyond loopback) and
+//!    [`transport::stdio`] (child processes and the stdio host). They use layers 1 and 2 and
+//!    each other's parts: `transport::upstream::endpoint` and `transport::upstream::session`
+//!    use `transport::stdio`'s endpoint and connection; `transport::stdio` uses only
+//!    `transport::upstream::error` and `transport::upstream::era`.
 //! 4. Client state, `client/`: [`client::per_client`] (a client's own upstream session,
 //!    `PerClient`; uses `transport::upstream`), [`client::sessions`] (downstream sessions, their
 //!    in-flight ids, event logs and server requests; uses `client::per_client`),
@@ -61,8 +62,8 @@
 //!    MCP 2026-07-28, `front::mcp::linger` an accepted connection; its state, [`front::mcp::Front`], is the
 //!    [`Engine`] and the front's own settings: client auth, `Origin` rules, session strategy and
 //!    limit; uses layers 1-6) and [`front::admin`]
-//!    (`/metrics`, `/healthz`, `/readyz`; handed only the upstream, the metrics and the drain
-//!    flag, [`front::admin::Admin`]).
+//!    (`/metrics`, `/healthz`, `/readyz`; handed only the upstream, the metrics, the drain
+//!    flag and the upstream's exposure, [`front::admin::Admin`]).
 //! 8. Start-up wiring, at the root: [`server`] (builds the [`Engine`] and the fronts from the config,
 //!    serves them through `server::connections`, the listeners' caps and read deadlines, shuts
 //!    down in order) and [`lint`] (checks a config against a live upstream, for the

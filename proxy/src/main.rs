@@ -75,9 +75,14 @@ enum Command {
     /// Run in a stdio pod's upstream sidecar: one child per connection on a Unix socket, at
     /// most --max-children, stopped with close-stdin, SIGTERM, SIGKILL and always reaped.
     StdioHost {
-        /// Unix socket to listen on, e.g. /berth/stdio/host.sock.
+        /// Unix socket to listen on: `@name` for an abstract socket (what the operator uses,
+        /// e.g. @berth-stdio-host), else a path.
         #[arg(long)]
         socket: PathBuf,
+        /// Serve only connections whose peer runs as this user id (the proxy's); others are
+        /// closed unanswered and counted. Default: any peer.
+        #[arg(long)]
+        allow_uid: Option<u32>,
         /// Most children alive at once; further connections are refused with a reason.
         #[arg(long)]
         max_children: usize,
@@ -249,12 +254,14 @@ async fn run(args: Args) -> anyhow::Result<()> {
         }) => return lint(config, upstream_url.as_deref()).await,
         Some(Command::StdioHost {
             socket,
+            allow_uid,
             max_children,
             grace,
             command,
         }) => {
             let settings = berth_proxy::transport::stdio::host::HostSettings {
                 socket: socket.clone(),
+                allowed_uid: *allow_uid,
                 max_children: *max_children,
                 grace: *grace,
                 command: command.clone(),

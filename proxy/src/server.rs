@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use berth_crds::proxy_config::audit::{AuditLog, MCP_UPSTREAM_ENV};
+use berth_crds::proxy_config::upstream::POD_IP_ENV;
 use berth_crds::{ProxyConfig, ProxyConfigError, Transport};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +24,7 @@ use crate::client::sessions::Sessions;
 use crate::client::subscriptions::Subscriptions;
 use crate::observe::metrics::Metrics;
 use crate::transport::stdio::{StdioEndpoint, Target};
+use crate::transport::upstream::exposure::{Exposure, Probe};
 use crate::transport::upstream::http::ReplyLimit;
 use crate::transport::upstream::{
     Endpoint, HttpUpstream, Upstream, UpstreamError, UpstreamSettings,
@@ -238,6 +240,7 @@ pub async fn start_on(
         new_sessions_per_minute: config.session.new_sessions_per_minute,
     });
     let draining = Arc::new(AtomicBool::new(false));
+    let exposure = Arc::new(Exposure::new(engine.metrics.upstream_exposed.clone()));
     let mcp_addr = local_addr(&mcp, &config.listen)?;
     let admin_addr = local_addr(&admin, &config.admin_listen)?;
     let admin_state = crate::front::admin::Admin {
@@ -247,6 +250,7 @@ pub async fn start_on(
         diagnostics_token: crate::front::admin::diagnostics_digest(
             config.diagnostics_token_sha256.as_deref(),
         ),
+        exposure: Arc::clone(&exposure),
     };
     let listeners = [
         Listener {
@@ -275,6 +279,12 @@ pub async fn start_on(
         idle_timeout,
         &upstream_stop,
     ));
+    if let Some(probe) = exposure_probe(&endpoint, env) {
+        let stop = upstream_stop.clone();
+        tasks.push(tokio::spawn(async move {
+            exposure.watch(probe, stop).await;
+        }));
+    }
     tracing::info!(%mcp_addr, %admin_addr, upstream = %endpoint, "berth proxy serving");
     Ok(RunningProxy {
         mcp_addr,
@@ -285,6 +295,15 @@ pub async fn start_on(
         drain,
         tasks,
     })
+}
+
+/// What the exposure check connects to: an HTTP upstream on loopback and the pod IP from
+/// [`POD_IP_ENV`]; `None` for stdio, an upstream elsewhere, or no pod IP (issue 40, item 3).
+fn exposure_probe(endpoint: &Endpoint, env: &dyn Fn(&str) -> Option<String>) -> Option<Probe> {
+    let Endpoint::Http(http) = endpoint else {
+        return None;
+    };
+    Probe::of(http.url(), env(POD_IP_ENV).as_deref())
 }
 
 /// How the upstream supervisor runs: `timeouts.connect`, the tool-list probe (within

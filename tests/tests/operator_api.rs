@@ -511,7 +511,7 @@ async fn operator_api_turned_off_policy_and_budget_are_deleted() {
         RECONCILE_DEADLINE,
     )
     .await;
-    let off = serde_json::json!({"spec": {"networkPolicy": {"enabled": false}, "podDisruptionBudget": null}});
+    let off = serde_json::json!({"spec": {"networkPolicy": {"ingress": false, "enabled": false}, "podDisruptionBudget": null}});
     ns.api::<McpUpstream>()
         .patch("toggle", &PatchParams::default(), &Patch::Merge(&off))
         .await
@@ -527,11 +527,63 @@ async fn operator_api_turned_off_policy_and_budget_are_deleted() {
 }
 
 #[tokio::test]
+async fn operator_api_network_policy_is_on_by_default_and_opt_out_creates_none() {
+    // Issue 40, item 3: ingress only to the proxy's ports unless the McpUpstream opts out.
+    shared_operator().await;
+    let client = client().await;
+    let ns = TestNamespace::create(&client, "api-netpol").await;
+    create(&ns, &minimal("guarded")).await;
+    let policy = eventually_get(&ns.api::<NetworkPolicy>(), "guarded", RECONCILE_DEADLINE).await;
+    let spec = policy.spec.expect("policy spec");
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_owned()]));
+    assert_eq!(spec.egress, None, "egress is left alone by default");
+    let ingress = &spec.ingress.expect("ingress")[0];
+    assert_eq!(ingress.from, None);
+    let ports: Vec<_> = ingress
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            Some(IntOrString::String("mcp".to_owned())),
+            Some(IntOrString::String("admin".to_owned()))
+        ]
+    );
+
+    let opted_out = upstream(
+        "open",
+        &format!("  upstream: {{image: '{IMAGE}'}}\n  networkPolicy: {{ingress: false}}\n"),
+    );
+    create(&ns, &opted_out).await;
+    // Once the operator has applied the Deployment, it would have applied the policy too.
+    eventually_get(&ns.api::<Deployment>(), "open", RECONCILE_DEADLINE).await;
+    let upstreams = ns.api::<McpUpstream>();
+    wait_for("status from the operator", RECONCILE_DEADLINE, || {
+        let upstreams = upstreams.clone();
+        async move {
+            let current = upstreams.get("open").await.ok()?;
+            current.status?.observed_generation.map(drop)
+        }
+    })
+    .await;
+    let none = ns
+        .api::<NetworkPolicy>()
+        .get_opt("open")
+        .await
+        .expect("get");
+    assert!(none.is_none(), "opted out: {none:?}");
+    ns.delete().await;
+}
+
+#[tokio::test]
 async fn operator_api_same_named_policy_it_does_not_own_is_left_alone() {
     shared_operator().await;
     let client = client().await;
     let ns = TestNamespace::create(&client, "api-foreign").await;
-    // A NetworkPolicy someone else made, named like the McpUpstream that does not ask for one.
+    // A NetworkPolicy someone else made, named like the McpUpstream that opted out of one.
     let foreign: NetworkPolicy = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "mine"},
         "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
@@ -542,7 +594,9 @@ async fn operator_api_same_named_policy_it_does_not_own_is_left_alone() {
         .create(&PostParams::default(), &foreign)
         .await
         .expect("foreign policy created");
-    create(&ns, &minimal("mine")).await;
+    let mut mine = minimal("mine");
+    mine.spec.network_policy.ingress = false;
+    create(&ns, &mine).await;
     // Once the operator has reconciled (status observed), the policy is still there.
     let upstreams = ns.api::<McpUpstream>();
     wait_for("status from the operator", RECONCILE_DEADLINE, || {

@@ -60,6 +60,11 @@ async fn operator_api_cel_rejections_name_the_field() {
             "spec.upstream.securityContext.runAsUser",
         ),
         (
+            "the proxy's user (issue 40, item 7)",
+            up(", securityContext: {runAsUser: 65533}"),
+            "spec.upstream.securityContext.runAsUser",
+        ),
+        (
             "privilege escalation",
             up(", securityContext: {allowPrivilegeEscalation: true}"),
             "spec.upstream.securityContext.allowPrivilegeEscalation",

@@ -73,7 +73,9 @@ async fn assert_stdio_shape(ns: &TestNamespace, name: &str, max_children: &str) 
         "/berth/bin/berth-proxy",
         "stdio-host",
         "--socket",
-        "/berth/stdio/host.sock",
+        "@berth-stdio-host",
+        "--allow-uid",
+        "65533",
         "--max-children",
         max_children,
         "--",
@@ -88,20 +90,23 @@ async fn assert_stdio_shape(ns: &TestNamespace, name: &str, max_children: &str) 
         (host.ports.as_ref(), host.startup_probe.as_ref()),
         (None, None)
     );
-    assert_eq!(
-        mounts(host),
-        [("/berth/bin", Some(true)), ("/berth/stdio", None)]
-    );
+    // Issue 40, item 7: no shared writable directory (the socket is abstract), and the proxy
+    // runs as the one user the host serves.
+    assert_eq!(mounts(host), [("/berth/bin", Some(true))]);
     let proxy = pod
         .containers
         .iter()
         .find(|c| c.name == "proxy")
         .expect("proxy");
     assert!(
-        mounts(proxy).contains(&("/berth/stdio", None)),
+        !mounts(proxy)
+            .iter()
+            .any(|(path, _)| path.starts_with("/berth")),
         "{:?}",
         mounts(proxy)
     );
+    let proxy_user = proxy.security_context.as_ref().and_then(|s| s.run_as_user);
+    assert_eq!(proxy_user, Some(65533));
 
     let config_map = eventually_get(
         &ns.api::<ConfigMap>(),
@@ -112,10 +117,7 @@ async fn assert_stdio_shape(ns: &TestNamespace, name: &str, max_children: &str) 
     let text = &config_map.data.as_ref().expect("data")[PROXY_CONFIG_KEY];
     let config = ProxyConfig::from_yaml(text).expect("rendered config checks");
     assert_eq!(config.upstream.transport, Transport::Stdio);
-    assert_eq!(
-        config.upstream.socket.as_deref(),
-        Some("/berth/stdio/host.sock")
-    );
+    assert_eq!(config.upstream.socket.as_deref(), Some("@berth-stdio-host"));
     assert_eq!(config.upstream.url, None);
 
     // The namespace enforces "restricted": the Pod exists only if the API server admitted it.

@@ -213,7 +213,8 @@ async fn stdio_upstream_pod_runs_the_stdio_host_in_the_servers_own_image() {
                 "transport": "Stdio",
                 "command": ["python3", "-m", "mcp_server_time"],
                 "args": ["--local-timezone", "UTC"],
-                // Another user than the proxy's 65532: the socket is shared across users.
+                // Another user than the pod's 65532; the proxy runs as 65533, the one user the
+                // stdio host serves (issue 40, item 7).
                 "securityContext": { "runAsUser": 1000, "runAsGroup": 1000 },
             },
             "session": { "maxSessions": 4 },

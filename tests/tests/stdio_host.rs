@@ -1,7 +1,8 @@
 //! `berth-proxy stdio-host` (the stdio pod's upstream sidecar) with the proxy connecting over
 //! its Unix socket (`upstream.socket`): one child per connection, the `--max-children` refusal
-//! as a JSON-RPC error with outcome `rejected`, disconnect and SIGTERM stopping children, and
-//! `copy-self`.
+//! as a JSON-RPC error with outcome `rejected`, disconnect and SIGTERM stopping children,
+//! `copy-self`, and the socket kept for the proxy only (issue 40, item 7): a peer of another user
+//! is refused, an abstract socket cannot be taken while the host runs.
 
 use std::time::Duration;
 
@@ -18,6 +19,8 @@ async fn stdio_host_serves_one_child_per_connection_and_refuses_past_max_childre
     let socket = marker.path.with_file_name("host.sock");
     let host = Host::bind(HostSettings {
         socket: socket.clone(),
+        // The in-process proxy runs as this test's user: served.
+        allowed_uid: Some(own_uid()),
         max_children: 2,
         grace: Duration::from_millis(300),
         command: fault_child(&marker, &["--ignore-sigterm"]),
@@ -101,4 +104,102 @@ fn stdio_copy_self_copies_the_running_executable_with_mode_0755() {
     let copied = std::fs::metadata(&dest).expect("copied");
     assert_eq!(copied.len(), std::fs::metadata(me).expect("me").len());
     assert_eq!(copied.permissions().mode() & 0o777, 0o755);
+}
+
+/// The user this test (and its in-process proxy) runs as: the owner of `/proc/self`.
+fn own_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").expect("/proc/self").uid()
+}
+
+/// An abstract socket name (`@...`) no other test or run uses.
+fn abstract_name(tag: &str) -> std::path::PathBuf {
+    format!(
+        "@berth-test-{tag}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4()
+    )
+    .into()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_host_refuses_a_peer_of_another_user_unanswered_and_counts_it() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let marker = Marker::new("peer");
+    let socket = abstract_name("peer");
+    // Allowed: a user this test is not, so the test's own connection is another user's.
+    let other = own_uid() + 1;
+    let host = Host::bind(HostSettings {
+        socket: socket.clone(),
+        allowed_uid: Some(other),
+        max_children: 2,
+        grace: Duration::from_millis(300),
+        command: fault_child(&marker, &[]),
+    })
+    .expect("host binds");
+    let metrics = host.metrics();
+    let stop = CancellationToken::new();
+    let hosting = tokio::spawn(host.run(stop.clone()));
+    let mut stream =
+        tokio::net::UnixStream::connect(berth_proxy::transport::stdio::host::address(&socket))
+            .await
+            .expect("connects");
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}});
+    let _ = stream.write_all(format!("{init}\n").as_bytes()).await;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("closed within 5 s")
+        .expect("read");
+    assert!(
+        answer.is_empty(),
+        "nothing is said to a stranger: {answer:?}"
+    );
+    assert_eq!(metrics.peer_refusals.get(), 1);
+    assert_eq!(marker.live_processes(), 0, "no child spawned for it");
+    stop.cancel();
+    hosting.await.expect("host stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_host_abstract_socket_cannot_be_taken_while_the_host_runs() {
+    let marker = Marker::new("abstract");
+    let socket = abstract_name("abstract");
+    let settings = HostSettings {
+        socket: socket.clone(),
+        allowed_uid: Some(own_uid()),
+        max_children: 2,
+        grace: Duration::from_millis(300),
+        command: fault_child(&marker, &[]),
+    };
+    let host = Host::bind(settings.clone()).expect("host binds");
+    assert!(!socket.exists(), "no file a child could unlink or replace");
+    // What a compromised child would try: bind the name itself.
+    let second = Host::bind(settings);
+    assert!(
+        second.is_err(),
+        "the name stays the running host's, never replaced"
+    );
+    // And the proxy reaches the host through it.
+    let stop = CancellationToken::new();
+    let hosting = tokio::spawn(host.run(stop.clone()));
+    let mut cfg = config(Vec::new(), SessionStrategy::PerClient);
+    cfg.upstream.socket = Some(socket.to_string_lossy().into_owned());
+    let proxy = start(&cfg, &[]).await;
+    wait_ready(&proxy, Duration::from_secs(20)).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let reply = post_raw(
+        &url,
+        Some(&session),
+        &call(json!(2), "echo", json!({"tag": "via abstract socket"})),
+    )
+    .await;
+    assert_eq!(
+        reply.last()["result"]["content"][0]["text"],
+        json!("via abstract socket")
+    );
+    proxy.shutdown().await;
+    stop.cancel();
+    hosting.await.expect("host stops");
 }

@@ -9,6 +9,9 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 
+/// User and group id of the proxy container, which the server may not use (issue 40, item 7).
+pub const PROXY_RUN_AS_ID: i64 = 65533;
+
 /// Security overrides of the upstream container, within the `restricted` Pod Security profile.
 ///
 /// Example: `{runAsUser: 1000, runAsGroup: 1000, readOnlyRootFilesystem: true}`.
@@ -16,9 +19,11 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct UpstreamSecurityContext {
     /// User id the server runs as, for images that need a particular one (for example `1000`).
-    /// Must not be `0` (root). Default: the pod's `65532`.
+    /// Must not be `0` (root) nor `65533` (the proxy's user: the stdio host serves only that
+    /// user, so the server may not run as it; issue 40, item 7). Default: the pod's `65532`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self != 0").message("spec.upstream.securityContext.runAsUser must not be 0 (root is not allowed by the restricted Pod Security profile)"))]
+    #[x_kube(validation = Rule::new("self != 65533").message("spec.upstream.securityContext.runAsUser must not be 65533, the proxy's user"))]
     #[schemars(range(min = 0, max = 2147483647))]
     pub run_as_user: Option<i64>,
     /// Primary group id of the server's processes, for example `1000`. Default: the pod's

@@ -8,6 +8,12 @@ use serde::{Deserialize, Serialize};
 use super::error::ProxyConfigError;
 use crate::transport::Transport;
 
+/// Environment variable of the proxy holding its pod's IP (the operator fills it from the
+/// downward API `status.podIP`). With an HTTP upstream on loopback, the proxy checks whether
+/// the upstream's port also answers on this address and reports it as `exposed` on the admin
+/// port's `/upstream` (issue 40, item 3).
+pub const POD_IP_ENV: &str = "BERTH_POD_IP";
+
 /// The upstream MCP server as the proxy reaches it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -25,8 +31,9 @@ pub struct UpstreamEndpoint {
     /// client session itself. Exactly one of `command` and `socket` is set for `Stdio`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// `Stdio` only: Unix socket path of a `berth-proxy stdio-host` in the same pod; the proxy
-    /// opens one connection (one child) per client session.
+    /// `Stdio` only: Unix socket of a `berth-proxy stdio-host` in the same pod, a path or
+    /// `@name` for an abstract socket (what the operator renders: `@berth-stdio-host`, issue
+    /// 40, item 7); the proxy opens one connection (one child) per client session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
     /// `Stdio` only: longest JSON-RPC line accepted from a child, in bytes; a longer reply

@@ -275,17 +275,51 @@ fn build_full_spec_pod_disruption_budget_selects_the_pods() {
     );
 }
 
-#[test]
-fn build_spec_without_policy_or_budget_marks_them_unwanted() {
-    let (_, children) = build_yaml(STDIO);
-    fn unwanted<K>() -> Optional<K> {
-        Optional::Unwanted {
-            namespace: "team-a".to_owned(),
-            name: "clock".to_owned(),
-            owner_uid: "9a7d2b3c-4e5f-4a6b-8c7d-0e1f2a3b4c5d".to_owned(),
-        }
+fn unwanted<K>() -> Optional<K> {
+    Optional::Unwanted {
+        namespace: "team-a".to_owned(),
+        name: "clock".to_owned(),
+        owner_uid: "9a7d2b3c-4e5f-4a6b-8c7d-0e1f2a3b4c5d".to_owned(),
     }
+}
+
+#[test]
+fn build_spec_without_budget_marks_it_unwanted() {
+    let (_, children) = build_yaml(STDIO);
     assert_eq!(children.pod_disruption_budget, unwanted());
+}
+
+#[test]
+fn build_spec_without_network_policy_admits_ingress_to_proxy_ports_only() {
+    // Issue 40, item 3: on by default, ingress only, egress left alone.
+    let (_, children) = build_yaml(STDIO);
+    let Optional::Wanted(policy) = &children.network_policy else {
+        panic!("network policy wanted by default");
+    };
+    let spec = policy.spec.as_ref().expect("spec");
+    assert_eq!(spec.policy_types, Some(vec!["Ingress".to_owned()]));
+    assert_eq!(spec.egress, None);
+    let ports: Vec<_> = spec.ingress.as_ref().expect("ingress")[0]
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| p.port.clone())
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            Some(IntOrString::String("mcp".to_owned())),
+            Some(IntOrString::String("admin".to_owned()))
+        ]
+    );
+}
+
+#[test]
+fn build_spec_with_ingress_off_marks_network_policy_unwanted() {
+    let mut upstream: McpUpstream = serde_yaml::from_str(STDIO).expect("fixture parses");
+    upstream.spec.network_policy.ingress = false;
+    let config = validate(&upstream).expect("fixture is valid");
+    let children = build(&upstream, PROXY_IMAGE, &config).expect("builds");
     assert_eq!(children.network_policy, unwanted());
 }
 
@@ -322,7 +356,9 @@ fn build_stdio_spec_has_install_init_container_and_stdio_host_sidecar() {
         "/berth/bin/berth-proxy",
         "stdio-host",
         "--socket",
-        "/berth/stdio/host.sock",
+        "@berth-stdio-host",
+        "--allow-uid",
+        "65533",
         "--max-children",
         "8",
         "--",
@@ -348,17 +384,18 @@ fn build_stdio_spec_has_install_init_container_and_stdio_host_sidecar() {
             .collect()
     };
     let bin = ("berth-bin".to_owned(), "/berth/bin".to_owned());
-    let stdio = ("berth-stdio".to_owned(), "/berth/stdio".to_owned());
     assert_eq!(mounts(install), [(bin.0.clone(), bin.1.clone(), None)]);
+    // Issue 40, item 7: no shared writable directory; the socket is abstract.
     assert_eq!(
         mounts(sidecar),
-        [
-            (bin.0.clone(), bin.1.clone(), Some(true)),
-            (stdio.0.clone(), stdio.1.clone(), None)
-        ]
+        [(bin.0.clone(), bin.1.clone(), Some(true))]
     );
     let proxy = named(Some(&pod.containers), "proxy");
-    assert!(mounts(proxy).contains(&(stdio.0.clone(), stdio.1, None)));
+    assert!(
+        mounts(proxy).iter().all(|(name, _, _)| name != "berth-bin"),
+        "{:?}",
+        mounts(proxy)
+    );
     let empty_dirs: Vec<_> = pod
         .volumes
         .iter()
@@ -366,7 +403,33 @@ fn build_stdio_spec_has_install_init_container_and_stdio_host_sidecar() {
         .filter(|v| v.empty_dir.is_some())
         .map(|v| v.name.as_str())
         .collect();
-    assert_eq!(empty_dirs, ["berth-bin", "berth-stdio"]);
+    assert_eq!(empty_dirs, ["berth-bin"]);
+}
+
+#[test]
+fn build_proxy_runs_as_its_own_user_the_stdio_host_serves_alone() {
+    // Issue 40, item 7: the host's --allow-uid is the proxy's user, never the server's.
+    let (_, children) = build_yaml(STDIO);
+    let pod = pod_spec(&children);
+    let proxy = named(Some(&pod.containers), "proxy");
+    let security = proxy.security_context.as_ref().expect("security context");
+    assert_eq!(
+        (security.run_as_user, security.run_as_group),
+        (Some(65533), Some(65533))
+    );
+    let sidecar = named(pod.init_containers.as_ref(), "upstream");
+    let command = sidecar.command.as_ref().expect("command");
+    let at = command
+        .iter()
+        .position(|a| a == "--allow-uid")
+        .expect("--allow-uid");
+    assert_eq!(command[at + 1], "65533");
+    let server_user = sidecar
+        .security_context
+        .as_ref()
+        .and_then(|s| s.run_as_user)
+        .or(pod.security_context.as_ref().and_then(|s| s.run_as_user));
+    assert_ne!(server_user, Some(65533));
 }
 
 #[test]
@@ -374,10 +437,7 @@ fn build_stdio_spec_renders_socket_upstream_and_per_client_sessions() {
     let (_, children) = build_yaml(STDIO);
     let config = rendered(&children);
     assert_eq!(config.upstream.transport, Transport::Stdio);
-    assert_eq!(
-        config.upstream.socket.as_deref(),
-        Some("/berth/stdio/host.sock")
-    );
+    assert_eq!(config.upstream.socket.as_deref(), Some("@berth-stdio-host"));
     assert_eq!(config.upstream.url, None);
     assert!(
         config.upstream.command.is_empty(),

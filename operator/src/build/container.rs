@@ -1,6 +1,6 @@
 //! What the pod's containers share, whichever transport shapes the pod: the names of the
-//! upstream and proxy containers, the user the pod runs as, and the security context that
-//! passes the "restricted" Pod Security Standard.
+//! upstream and proxy containers, the users the pod and the proxy run as, and the security
+//! context that passes the "restricted" Pod Security Standard.
 //!
 //! Not responsible for: the containers themselves ([`super::deployment`], [`super::stdio`]).
 
@@ -14,6 +14,11 @@ pub const PROXY_CONTAINER: &str = "proxy";
 /// "nonroot" id of distroless images. Set so that images built to run as root (common for MCP
 /// servers) still start under `runAsNonRoot` instead of failing with CreateContainerConfigError.
 pub const RUN_AS_ID: i64 = 65532;
+/// User and group of the proxy container: another user than the server's, so that the stdio
+/// host serves only the proxy (`stdio-host --allow-uid`, peer credentials) and a server's
+/// process can be told from the proxy (issue 40, item 7). `spec.upstream.securityContext` may
+/// not choose it (CEL on the CRD).
+pub const PROXY_RUN_AS_ID: i64 = berth_crds::PROXY_RUN_AS_ID;
 
 /// A container security context that passes the "restricted" Pod Security Standard.
 pub(super) fn container_security_context(read_only_root_filesystem: bool) -> SecurityContext {

@@ -25,18 +25,19 @@
 use std::collections::BTreeMap;
 
 use berth_crds::proxy_config::audit::{MCP_UPSTREAM_ENV, NAMESPACE_ENV};
+use berth_crds::proxy_config::upstream::POD_IP_ENV;
 use berth_crds::{McpUpstreamSpec, PROXY_CONFIG_KEY, TracesSpec, Transport};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
     HTTPGetAction, ObjectFieldSelector, PodSecurityContext, PodSpec, PodTemplateSpec, Probe,
-    SecretKeySelector, TCPSocketAction, Volume, VolumeMount,
+    SecretKeySelector, SecurityContext, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 // Defined in `container`, which `stdio` uses too (issue 17); still reachable here.
-pub use super::container::{PROXY_CONTAINER, RUN_AS_ID, UPSTREAM_CONTAINER};
+pub use super::container::{PROXY_CONTAINER, PROXY_RUN_AS_ID, RUN_AS_ID, UPSTREAM_CONTAINER};
 
 use super::config_hash::config_hash;
 use super::container::{container_security_context, runtime_default_seccomp};
@@ -116,16 +117,12 @@ fn pod_spec(
         }),
         ..Volume::default()
     }];
-    let mut proxy = proxy_container(name, proxy_image, spec);
+    let proxy = proxy_container(name, proxy_image, spec);
     let sidecar = upstream_container(spec);
     let init_containers = match spec.upstream.transport {
         Transport::StreamableHttp => vec![sidecar],
         Transport::Stdio => {
             volumes.extend(stdio::volumes());
-            proxy
-                .volume_mounts
-                .get_or_insert_with(Vec::new)
-                .push(stdio::proxy_mount());
             vec![
                 stdio::install_container(proxy_image),
                 stdio::stdio_host(spec, sidecar),
@@ -223,6 +220,8 @@ fn upstream_container(spec: &McpUpstreamSpec) -> Container {
 fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Container {
     let mut env = vec![secret::session_key_env(name)];
     env.extend(mcp_upstream_env(name));
+    // Issue 40, item 3: the proxy checks whether the upstream also answers on this address.
+    env.push(field_env(POD_IP_ENV, "status.podIP"));
     if let Some(reference) = spec
         .proxy
         .auth
@@ -275,7 +274,12 @@ fn proxy_container(name: &str, proxy_image: &str, spec: &McpUpstreamSpec) -> Con
             read_only: Some(true),
             ..VolumeMount::default()
         }]),
-        security_context: Some(container_security_context(true)),
+        // Its own user, never the server's (issue 40, item 7).
+        security_context: Some(SecurityContext {
+            run_as_user: Some(PROXY_RUN_AS_ID),
+            run_as_group: Some(PROXY_RUN_AS_ID),
+            ..container_security_context(true)
+        }),
         ..Container::default()
     }
 }

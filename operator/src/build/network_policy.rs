@@ -1,5 +1,6 @@
-//! The optional NetworkPolicy `<name>` (`spec.networkPolicy.enabled`): ingress only to the
-//! proxy's MCP and admin ports; egress only to DNS and the listed destinations.
+//! The NetworkPolicy `<name>` (`spec.networkPolicy`): ingress only to the proxy's MCP and
+//! admin ports, on by default so no other pod can walk around the proxy to the upstream's own
+//! port (issue 40, item 3); with `enabled`, egress only to DNS and the listed destinations.
 //!
 //! Not responsible for: deleting it when turned off ([`crate::apply`] does that).
 
@@ -19,20 +20,13 @@ use crate::labels;
 /// is not known to the operator).
 pub const DNS_PORT: i32 = 53;
 
-/// The NetworkPolicy of `owner` when `spec.networkPolicy.enabled`, else `None`.
+/// The NetworkPolicy of `owner`: ingress-only unless `spec.networkPolicy.enabled`, which adds
+/// the egress rules; `None` when both `ingress` and `enabled` are off (issue 40, item 3).
 pub(super) fn network_policy(owner: &Owner, spec: &McpUpstreamSpec) -> Option<NetworkPolicy> {
-    if !spec.network_policy.enabled {
+    if !spec.network_policy.wanted() {
         return None;
     }
-    let dns = NetworkPolicyEgressRule {
-        ports: Some(vec![
-            port(IntOrString::Int(DNS_PORT), Protocol::Udp),
-            port(IntOrString::Int(DNS_PORT), Protocol::Tcp),
-        ]),
-        to: None,
-    };
-    let mut egress = vec![dns];
-    egress.extend(spec.network_policy.egress.iter().map(egress_rule));
+    let egress = spec.network_policy.enabled.then(|| egress_rules(spec));
     let ingress = NetworkPolicyIngressRule {
         from: None,
         ports: Some(vec![
@@ -43,6 +37,10 @@ pub(super) fn network_policy(owner: &Owner, spec: &McpUpstreamSpec) -> Option<Ne
             ),
         ]),
     };
+    let mut policy_types = vec!["Ingress".to_owned()];
+    if egress.is_some() {
+        policy_types.push("Egress".to_owned());
+    }
     Some(NetworkPolicy {
         metadata: owner.child_metadata(owner.name.clone()),
         spec: Some(NetworkPolicySpec {
@@ -50,11 +48,25 @@ pub(super) fn network_policy(owner: &Owner, spec: &McpUpstreamSpec) -> Option<Ne
                 match_labels: Some(labels::selector(&owner.name)),
                 ..LabelSelector::default()
             }),
-            policy_types: Some(vec!["Ingress".to_owned(), "Egress".to_owned()]),
+            policy_types: Some(policy_types),
             ingress: Some(vec![ingress]),
-            egress: Some(egress),
+            egress,
         }),
     })
+}
+
+/// DNS, then the destinations of `spec.networkPolicy.egress`.
+fn egress_rules(spec: &McpUpstreamSpec) -> Vec<NetworkPolicyEgressRule> {
+    let dns = NetworkPolicyEgressRule {
+        ports: Some(vec![
+            port(IntOrString::Int(DNS_PORT), Protocol::Udp),
+            port(IntOrString::Int(DNS_PORT), Protocol::Tcp),
+        ]),
+        to: None,
+    };
+    let mut egress = vec![dns];
+    egress.extend(spec.network_policy.egress.iter().map(egress_rule));
+    egress
 }
 
 fn egress_rule(rule: &EgressRule) -> NetworkPolicyEgressRule {

@@ -5,19 +5,23 @@
 //!   `berth-proxy copy-self /berth/bin/berth-proxy`, copying the statically linked berth binary
 //!   into the `emptyDir` [`BIN_DIR`], so it runs in any upstream image (glibc, musl or none);
 //! - the upstream sidecar (native sidecar, the user's pinned image) runs
-//!   `/berth/bin/berth-proxy stdio-host --socket /berth/stdio/host.sock --max-children
-//!   <session.maxSessions> -- <command...> <args...>`: one server process per connection;
-//! - the proxy container shares the `emptyDir` [`STDIO_DIR`] and connects to [`STDIO_SOCKET`]
-//!   once per client session (the rendered config's `upstream.socket`).
+//!   `/berth/bin/berth-proxy stdio-host --socket @berth-stdio-host --allow-uid 65533
+//!   --max-children <session.maxSessions> -- <command...> <args...>`: one server process per
+//!   connection;
+//! - the proxy container (user [`PROXY_RUN_AS_ID`], never the server's) connects to
+//!   [`STDIO_SOCKET`] once per client session (the rendered config's `upstream.socket`).
 //!
-//! There is no upstream port and no startup probe: the stdio host listens on a Unix socket, and
-//! the proxy's readiness already waits for a first child to complete `initialize`.
+//! The socket is for the proxy only (issue 40, item 7): it is an abstract Unix socket in the
+//! pod's network namespace, so there is no file a server's process could unlink or replace and
+//! no shared writable directory, and the host serves only peers whose credentials name the
+//! proxy's user. There is no upstream port and no startup probe: the proxy's readiness already
+//! waits for a first child to complete `initialize`.
 //! Not responsible for: the containers common to both transports ([`super::deployment`]).
 
 use berth_crds::McpUpstreamSpec;
 use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Volume, VolumeMount};
 
-use super::container::{UPSTREAM_CONTAINER, container_security_context};
+use super::container::{PROXY_RUN_AS_ID, UPSTREAM_CONTAINER, container_security_context};
 use crate::render::STDIO_SOCKET;
 
 /// Name of the init container that installs the berth binary.
@@ -26,23 +30,15 @@ pub const INSTALL_CONTAINER: &str = "berth-install";
 pub const BIN_DIR: &str = "/berth/bin";
 /// Path of the berth binary inside [`BIN_DIR`].
 pub const BERTH_BINARY: &str = "/berth/bin/berth-proxy";
-/// Directory (an `emptyDir`) shared by the upstream sidecar and the proxy for the socket
-/// [`STDIO_SOCKET`].
-pub const STDIO_DIR: &str = "/berth/stdio";
-
 const BIN_VOLUME: &str = "berth-bin";
-const STDIO_VOLUME: &str = "berth-stdio";
 
-/// The two `emptyDir` volumes of the stdio shape: the binary and the socket directory.
+/// The `emptyDir` volume of the stdio shape: the binary.
 pub(super) fn volumes() -> Vec<Volume> {
-    [BIN_VOLUME, STDIO_VOLUME]
-        .into_iter()
-        .map(|name| Volume {
-            name: name.to_owned(),
-            empty_dir: Some(EmptyDirVolumeSource::default()),
-            ..Volume::default()
-        })
-        .collect()
+    vec![Volume {
+        name: BIN_VOLUME.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }]
 }
 
 /// The init container copying the berth binary from `proxy_image` into [`BIN_DIR`].
@@ -58,7 +54,8 @@ pub(super) fn install_container(proxy_image: &str) -> Container {
 }
 
 /// Turns the upstream sidecar `sidecar` (image, env, resources and security already set) into
-/// the stdio host: its argv, and the binary (read-only) and socket directories mounted.
+/// the stdio host: its argv (serving only the proxy's user), and the binary directory mounted
+/// read-only.
 pub(super) fn stdio_host(spec: &McpUpstreamSpec, sidecar: Container) -> Container {
     let upstream = &spec.upstream;
     let mut command = vec![
@@ -66,6 +63,8 @@ pub(super) fn stdio_host(spec: &McpUpstreamSpec, sidecar: Container) -> Containe
         "stdio-host".to_owned(),
         "--socket".to_owned(),
         STDIO_SOCKET.to_owned(),
+        "--allow-uid".to_owned(),
+        PROXY_RUN_AS_ID.to_string(),
         "--max-children".to_owned(),
         spec.session.max_sessions.to_string(),
         "--".to_owned(),
@@ -78,17 +77,9 @@ pub(super) fn stdio_host(spec: &McpUpstreamSpec, sidecar: Container) -> Containe
         args: None,
         ports: None,
         startup_probe: None,
-        volume_mounts: Some(vec![
-            mount(BIN_VOLUME, BIN_DIR, true),
-            mount(STDIO_VOLUME, STDIO_DIR, false),
-        ]),
+        volume_mounts: Some(vec![mount(BIN_VOLUME, BIN_DIR, true)]),
         ..sidecar
     }
-}
-
-/// The proxy container's mount of the socket directory.
-pub(super) fn proxy_mount() -> VolumeMount {
-    mount(STDIO_VOLUME, STDIO_DIR, false)
 }
 
 fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
@@ -102,12 +93,10 @@ fn mount(volume: &str, path: &str, read_only: bool) -> VolumeMount {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
     #[test]
-    fn stdio_socket_lies_in_the_shared_directory() {
-        assert_eq!(Path::new(STDIO_SOCKET).parent(), Some(Path::new(STDIO_DIR)));
+    fn stdio_socket_is_abstract_so_no_file_can_be_replaced() {
+        assert!(STDIO_SOCKET.starts_with('@'), "{STDIO_SOCKET}");
     }
 }

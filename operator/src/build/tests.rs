@@ -486,3 +486,16 @@ fn build_telemetry_headers_secret_becomes_a_secret_key_ref() {
         ("otel-credentials", "headers", Some(false))
     );
 }
+
+#[test]
+fn build_proxy_gets_its_pod_ip_from_the_downward_api() {
+    // Issue 40, item 3: the proxy checks whether the upstream answers on this address.
+    let env = proxy_env(&build_from(&everything()));
+    let pod_ip = env
+        .iter()
+        .find(|v| v.name == berth_crds::proxy_config::upstream::POD_IP_ENV)
+        .and_then(|v| v.value_from.as_ref())
+        .and_then(|s| s.field_ref.as_ref())
+        .expect("BERTH_POD_IP from the downward API");
+    assert_eq!(pod_ip.field_path, "status.podIP");
+}

@@ -90,6 +90,10 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
             ("PATCH", "/api/v1/namespaces/demo/services/everything"),
             (
                 "PATCH",
+                "/apis/networking.k8s.io/v1/namespaces/demo/networkpolicies/everything"
+            ),
+            (
+                "PATCH",
                 "/apis/apps/v1/namespaces/demo/deployments/everything"
             ),
             (
@@ -112,7 +116,7 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         "the created Secret's uid recorded at once, by a merge patch: {record:?}"
     );
     assert!(!record.query.contains("force"), "{record:?}");
-    for request in &requests[2..5] {
+    for request in &requests[2..6] {
         assert!(
             request.query.contains("fieldManager=berth-operator")
                 && !request.query.contains("force=true"),
@@ -120,7 +124,7 @@ async fn reconcile_valid_spec_applies_children_then_status_in_order() {
         );
         assert!(request.body["apiVersion"].is_string() && request.body["kind"].is_string());
     }
-    let status = &requests[5];
+    let status = &requests[6];
     assert_eq!(status.body["status"]["observedGeneration"], 2);
     assert_eq!(
         status.body["status"].get("sessionKeySecretUid"),
@@ -308,12 +312,14 @@ async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
     let first = fake.writes();
     assert_eq!(
         first.len(),
-        6,
-        "a Secret created, its uid recorded, three applies and a status: {first:?}"
+        7,
+        "a Secret created, its uid recorded, four applies (the NetworkPolicy is on by default) \
+         and a status: {first:?}"
     );
     assert_eq!(ctx.metrics.writes("Secret"), 1);
     assert_eq!(ctx.metrics.writes("ConfigMap"), 1);
     assert_eq!(ctx.metrics.writes("Service"), 1);
+    assert_eq!(ctx.metrics.writes("NetworkPolicy"), 1);
     assert_eq!(ctx.metrics.writes("Deployment"), 1);
     assert_eq!(ctx.metrics.writes("McpUpstreamStatus"), 2);
 
@@ -321,8 +327,8 @@ async fn reconcile_steady_state_writes_nothing_and_counts_writes() {
     reconcile(everything(Some(fake.status())), ctx.clone())
         .await
         .expect("second reconcile");
-    assert_eq!(fake.writes().len(), 6, "no write at steady state");
-    assert_eq!(ctx.metrics.total_writes(), 6);
+    assert_eq!(fake.writes().len(), 7, "no write at steady state");
+    assert_eq!(ctx.metrics.total_writes(), 7);
 }
 
 #[tokio::test]
@@ -340,7 +346,7 @@ async fn reconcile_deleted_child_is_applied_again() {
     reconcile(everything(Some(written)), ctx.clone())
         .await
         .expect("second reconcile");
-    let writes: Vec<String> = fake.writes()[6..].iter().map(|r| r.path.clone()).collect();
+    let writes: Vec<String> = fake.writes()[7..].iter().map(|r| r.path.clone()).collect();
     assert_eq!(
         writes,
         ["/api/v1/namespaces/demo/configmaps/everything-proxy"]
@@ -510,13 +516,47 @@ async fn reconcile_foreign_unwanted_network_policy_is_left_alone() {
             json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
                    "metadata": {"name": "everything", "namespace": "demo", "uid": "foreign"}}),
         );
-    reconcile(everything(None), context(&fake))
+    let mut upstream = (*everything(None)).clone();
+    upstream.spec.network_policy.ingress = false;
+    reconcile(Arc::new(upstream), context(&fake))
         .await
         .expect("reconciles");
     assert!(
         fake.writes().iter().all(|r| r.path != path),
         "{:?}",
         fake.writes()
+    );
+}
+
+#[tokio::test]
+async fn reconcile_foreign_network_policy_of_default_spec_is_a_name_conflict() {
+    // Issue 40, items 1 and 3: the policy is wanted by default, and a foreign one of its name
+    // is never taken over.
+    let fake = FakeApiServer::default();
+    let path = "/apis/networking.k8s.io/v1/namespaces/demo/networkpolicies/everything";
+    fake.objects
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            path.to_owned(),
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                   "metadata": {"name": "everything", "namespace": "demo", "uid": "foreign"}}),
+        );
+    reconcile(everything(None), context(&fake))
+        .await
+        .expect("a name conflict is reported, not an error");
+    let writes = fake.writes();
+    assert!(writes.iter().all(|r| r.path != path), "{writes:?}");
+    let status = writes
+        .iter()
+        .find(|r| r.path.ends_with("/status") && r.query.contains("force=true"))
+        .expect("status written");
+    assert_eq!(ready_of(status)["reason"], "NameConflict");
+    assert!(
+        ready_of(status)["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("NetworkPolicy everything exists")),
+        "{status:?}"
     );
 }
 

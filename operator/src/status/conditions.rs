@@ -23,13 +23,18 @@ pub const CONDITION_UPSTREAM_READY: &str = "UpstreamReady";
 /// Condition type: a proxy listed the upstream's tools (count and fingerprint in
 /// `status.tools`).
 pub const CONDITION_TOOLS_DISCOVERED: &str = "ToolsDiscovered";
+/// Condition type: the upstream's port answers on the pod IP as well as on loopback, so any
+/// pod that can reach the pod IP can call the server past the proxy (a warning; issue 40,
+/// item 3). `Ready` does not depend on it.
+pub const CONDITION_UPSTREAM_EXPOSED: &str = "UpstreamExposed";
 /// Every condition type the operator owns, in the order it writes them.
-pub const CONDITION_TYPES: [&str; 5] = [
+pub const CONDITION_TYPES: [&str; 6] = [
     CONDITION_READY,
     CONDITION_PROGRESSING,
     CONDITION_DEGRADED,
     CONDITION_UPSTREAM_READY,
     CONDITION_TOOLS_DISCOVERED,
+    CONDITION_UPSTREAM_EXPOSED,
 ];
 
 /// `Ready=True`: the Deployment reports `Available=True`.
@@ -104,10 +109,22 @@ pub const REASON_PROXY_NOT_READY: &str = "ProxyNotReady";
 /// its stdio child exiting and being restarted; the message carries the restart count and the
 /// proxy's last error (how the child ended, its last stderr lines, redacted) (field case BR-34).
 pub const REASON_UPSTREAM_CRASH_LOOPING: &str = "UpstreamCrashLooping";
+/// `UpstreamExposed=True`: the proxy's check connected to the upstream's port on the pod IP;
+/// the message says how to bind the server to loopback.
+pub const REASON_UPSTREAM_PORT_EXPOSED: &str = "UpstreamPortExposed";
+/// `UpstreamExposed=False`: the upstream's port answers on loopback only.
+pub const REASON_LOOPBACK_ONLY: &str = "LoopbackOnly";
+/// `UpstreamExposed=False`: a stdio upstream, which has no port (the proxy reaches it through
+/// a Unix socket or its own child processes).
+pub const REASON_NO_UPSTREAM_PORT: &str = "NoUpstreamPort";
+/// `UpstreamExposed=Unknown`: no proxy reported the check (no pod runs, the proxy did not
+/// answer, the upstream is not on loopback or does not listen yet).
+pub const REASON_EXPOSURE_NOT_CHECKED: &str = "ExposureNotChecked";
 
 /// Reasons that are faults: their Events are `Warning`s, and a change of message alone is a
 /// new Event.
-pub const WARNING_REASONS: [&str; 15] = [
+pub const WARNING_REASONS: [&str; 16] = [
+    REASON_UPSTREAM_PORT_EXPOSED,
     REASON_IMAGE_PULL_FAILED,
     REASON_CONTAINER_CRASH_LOOPING,
     REASON_UNSCHEDULABLE,
@@ -213,7 +230,7 @@ impl Verdict {
 
 /// Every condition of a served McpUpstream, from its Deployment as the API server returned it
 /// and the pods' [`Report`]: `Ready`, `Progressing`, `Degraded`, `UpstreamReady`,
-/// `ToolsDiscovered`.
+/// `ToolsDiscovered`, `UpstreamExposed`.
 pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
     let readiness = Readiness::of_deployment(deployment);
     let ready = ready(&readiness, report);
@@ -221,7 +238,58 @@ pub fn observed(deployment: &Deployment, report: &Report) -> Vec<Verdict> {
     let upstream_ready = upstream_ready(report);
     let tools = tools_discovered(&report.proxy);
     let degraded = degraded(deployment, &readiness, &ready, &progressing, &tools);
-    vec![ready, progressing, degraded, upstream_ready, tools]
+    let exposed = upstream_exposed(&report.proxy);
+    vec![ready, progressing, degraded, upstream_ready, tools, exposed]
+}
+
+/// `UpstreamExposed` from the `exposed` field of the proxy's `/upstream` (issue 40, item 3).
+pub fn upstream_exposed(proxy: &ProxyReport) -> Verdict {
+    let verdict = |ok, reason, message: &str| {
+        Verdict::new(CONDITION_UPSTREAM_EXPOSED, ok, reason, message.to_owned())
+    };
+    let ProxyReport::Answered {
+        pod,
+        upstream: Some(upstream),
+        ..
+    } = proxy
+    else {
+        return verdict(
+            None,
+            REASON_EXPOSURE_NOT_CHECKED,
+            "no proxy reported whether the upstream's port answers on the pod IP",
+        );
+    };
+    match (upstream.exposed, upstream.stdio.is_some()) {
+        (Some(true), _) => verdict(
+            Some(true),
+            REASON_UPSTREAM_PORT_EXPOSED,
+            &format!(
+                "the upstream's port answers on the pod IP of pod {pod}, not only on 127.0.0.1, \
+                 so other pods can call the server past the proxy's authentication, grants, \
+                 rate limits and audit; make the server listen on 127.0.0.1 only (for example \
+                 a --host 127.0.0.1 flag or HOST=127.0.0.1; see examples/README.md) and keep \
+                 spec.networkPolicy.ingress on"
+            ),
+        ),
+        (Some(false), _) => verdict(
+            Some(false),
+            REASON_LOOPBACK_ONLY,
+            &format!("the proxy of pod {pod} reaches the upstream's port on 127.0.0.1 only"),
+        ),
+        (None, true) => verdict(
+            Some(false),
+            REASON_NO_UPSTREAM_PORT,
+            "a stdio upstream has no port; the proxy reaches it through a Unix socket",
+        ),
+        (None, false) => verdict(
+            None,
+            REASON_EXPOSURE_NOT_CHECKED,
+            &format!(
+                "the proxy of pod {pod} has not checked the upstream's port: the upstream is \
+                 not on loopback, or does not listen yet"
+            ),
+        ),
+    }
 }
 
 /// Turns a `Degraded=False` verdict in `verdicts` into `Degraded=True` with reason

@@ -265,6 +265,7 @@ fn conditions_available_with_ready_proxy_listing_tools_are_all_good() {
             ("Degraded", "False", "AsExpected"),
             ("UpstreamReady", "True", "PodsReady"),
             ("ToolsDiscovered", "True", "ToolsListed"),
+            ("UpstreamExposed", "Unknown", "ExposureNotChecked"),
         ]
     );
     assert!(
@@ -402,6 +403,7 @@ fn br_34_crash_looping_stdio_child_is_ready_false_with_restarts_and_last_stderr(
     let upstream_state = crate::report::UpstreamState {
         ready: false,
         last_error: Some("child exited with code 1; stderr: no database URL provided".to_owned()),
+        exposed: None,
         stdio: Some(crate::report::StdioState {
             children: 0,
             restarts: 7,
@@ -489,4 +491,70 @@ fn conditions_pod_that_cannot_pull_its_image_is_ready_false_naming_the_image_unt
     let status = desired(&upstream(""), observation(ROLLING_OUT, &report), now());
     assert_eq!(condition(&status, "Ready").reason, "Progressing");
     assert_eq!(condition(&status, "Degraded").reason, "AsExpected");
+}
+
+/// The `UpstreamExposed` condition after a reconcile whose proxy answered `/upstream` with
+/// `body`.
+fn exposed_after(body: &str) -> Condition {
+    let upstream_state: crate::report::UpstreamState =
+        serde_json::from_str(body).expect("the proxy's /upstream JSON");
+    let report = Report {
+        pods: vec![pod(true, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(1, &[]),
+            not_ready: None,
+            upstream: Some(upstream_state),
+        },
+    };
+    let status = desired(&upstream(""), observation(AVAILABLE, &report), now());
+    condition(&status, "UpstreamExposed").clone()
+}
+
+#[test]
+fn upstream_exposed_follows_the_proxy_upstream_exposed_field() {
+    // Issue 40, item 3: a warning condition; Ready does not depend on it.
+    let exposed = exposed_after(r#"{"ready": true, "exposed": true}"#);
+    assert_eq!(
+        (exposed.status.as_str(), exposed.reason.as_str()),
+        ("True", "UpstreamPortExposed")
+    );
+    assert!(
+        exposed.message.contains("127.0.0.1") && exposed.message.contains("pod p"),
+        "says how to bind to loopback: {exposed:?}"
+    );
+    assert!(conditions::WARNING_REASONS.contains(&"UpstreamPortExposed"));
+    let loopback = exposed_after(r#"{"ready": true, "exposed": false}"#);
+    assert_eq!(
+        (loopback.status.as_str(), loopback.reason.as_str()),
+        ("False", "LoopbackOnly")
+    );
+    let unchecked = exposed_after(r#"{"ready": true, "exposed": null}"#);
+    assert_eq!(
+        (unchecked.status.as_str(), unchecked.reason.as_str()),
+        ("Unknown", "ExposureNotChecked")
+    );
+    let stdio = exposed_after(r#"{"ready": true, "stdio": {"children": 1, "restarts": 0}}"#);
+    assert_eq!(
+        (stdio.status.as_str(), stdio.reason.as_str()),
+        ("False", "NoUpstreamPort")
+    );
+}
+
+#[test]
+fn upstream_exposed_leaves_ready_true() {
+    let report = Report {
+        pods: vec![pod(true, None)],
+        proxy: ProxyReport::Answered {
+            pod: "p".to_owned(),
+            tools: summary(1, &[]),
+            not_ready: None,
+            upstream: Some(
+                serde_json::from_str(r#"{"ready": true, "exposed": true}"#).expect("json"),
+            ),
+        },
+    };
+    let status = desired(&upstream(""), observation(AVAILABLE, &report), now());
+    assert_eq!(condition(&status, "Ready").status, "True");
+    assert_eq!(condition(&status, "Degraded").status, "False");
 }

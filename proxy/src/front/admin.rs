@@ -29,6 +29,7 @@ use subtle::ConstantTimeEq as _;
 
 use crate::observe::metrics::Metrics;
 use crate::transport::upstream::Upstream;
+use crate::transport::upstream::exposure::Exposure;
 
 /// What the admin endpoints read.
 #[derive(Clone)]
@@ -41,6 +42,8 @@ pub struct Admin {
     pub draining: Arc<AtomicBool>,
     /// SHA-256 of the diagnostics token (`diagnosticsTokenSha256`); `None`: loopback only.
     pub diagnostics_token: Option<[u8; 32]>,
+    /// Whether the upstream's port answers on the pod IP too (issue 40, item 3).
+    pub exposure: Arc<Exposure>,
 }
 
 /// The admin routes.
@@ -115,8 +118,10 @@ async fn tools(State(admin): State<Admin>) -> impl IntoResponse {
     axum::Json(admin.upstream.tools_summary())
 }
 
-/// `{"ready", "lastError", "era", "protocolVersion", "stdio": {"children", "restarts"}}`
-/// (`era`: `legacy` or `modern` once the upstream was probed, `null` before): why the upstream is not ready
+/// `{"ready", "lastError", "era", "protocolVersion", "exposed", "stdio": {"children", "restarts"}}`
+/// (`era`: `legacy` or `modern` once the upstream was probed, `null` before; `exposed`: whether
+/// the upstream's port answers on the pod IP too, `null` when not checked or not known yet,
+/// issue 40, item 3): why the upstream is not ready
 /// (for a stdio child: how it ended and its last stderr lines, redacted) and, for stdio, the
 /// live children and restart count, for the operator's status (field cases BR-13 b, BR-34).
 async fn upstream(State(admin): State<Admin>) -> impl IntoResponse {
@@ -125,6 +130,7 @@ async fn upstream(State(admin): State<Admin>) -> impl IntoResponse {
         "lastError": admin.upstream.last_error(),
         "era": admin.upstream.endpoint().era().get().map(|era| era.as_label()),
         "protocolVersion": admin.upstream.current().map(|s| s.protocol_version().to_owned()),
+        "exposed": admin.exposure.get(),
     });
     if admin.upstream.endpoint().stdio().is_some() {
         body["stdio"] = serde_json::json!({

@@ -60,6 +60,9 @@ pub struct Metrics {
     /// `berth_proxy_upstream_ready`: 1 while an upstream session is initialized (and tools are
     /// listed, unless the probe policy is `Never`).
     pub upstream_ready: IntGauge,
+    /// `berth_proxy_upstream_exposed`: 1 while the HTTP upstream's port answers on the pod IP
+    /// as well as on loopback (any pod can call it past the proxy), else 0 (issue 40, item 3).
+    pub upstream_exposed: IntGauge,
     /// `berth_proxy_upstream_initializations_total{result}`: `ok`, `error`, `timeout`.
     pub upstream_initializations: IntCounterVec,
     /// `berth_proxy_upstream_session_losses_total{reason}`: upstream sessions the upstream
@@ -202,6 +205,11 @@ impl Metrics {
         let upstream_ready = IntGauge::new(
             "berth_proxy_upstream_ready",
             "1 while the upstream session is initialized and tools are listed",
+        )
+        .expect("valid metric");
+        let upstream_exposed = IntGauge::new(
+            "berth_proxy_upstream_exposed",
+            "1 while the upstream's port answers on the pod IP as well as on loopback",
         )
         .expect("valid metric");
         let upstream_initializations = IntCounterVec::new(
@@ -352,6 +360,7 @@ impl Metrics {
             Box::new(tool_call_duration.clone()),
             Box::new(requests.clone()),
             Box::new(upstream_ready.clone()),
+            Box::new(upstream_exposed.clone()),
             Box::new(upstream_initializations.clone()),
             Box::new(upstream_session_losses.clone()),
             Box::new(replays.clone()),
@@ -422,6 +431,7 @@ impl Metrics {
             tool_call_duration,
             requests,
             upstream_ready,
+            upstream_exposed,
             upstream_initializations,
             upstream_session_losses,
             replays,

@@ -193,11 +193,13 @@ impl StdioEndpoint {
             target: path.display().to_string(),
             source,
         };
-        let stream =
-            tokio::time::timeout(self.connect_budget, tokio::net::UnixStream::connect(path))
-                .await
-                .map_err(|_| spawn_error(std::io::ErrorKind::TimedOut.into()))?
-                .map_err(spawn_error)?;
+        let stream = tokio::time::timeout(
+            self.connect_budget,
+            tokio::net::UnixStream::connect(host::address(path)),
+        )
+        .await
+        .map_err(|_| spawn_error(std::io::ErrorKind::TimedOut.into()))?
+        .map_err(spawn_error)?;
         let (read, write) = stream.into_split();
         let label = format!("socket#{n}");
         let shared = Shared::new(

@@ -11,6 +11,7 @@ pub mod control;
 pub mod endpoint;
 pub mod era;
 mod error;
+pub mod exposure;
 pub mod http;
 pub mod late_response;
 pub mod listen;

@@ -25,6 +25,9 @@ pub struct StdioMetrics {
     /// `berth_proxy_stdio_refusals_total`: connections a stdio host refused (its
     /// `--max-children` reached).
     pub refusals: IntCounter,
+    /// `berth_proxy_stdio_peer_refusals_total`: connections a stdio host closed unanswered
+    /// because the peer's user is not the proxy's (`--allow-uid`; issue 40, item 7).
+    pub peer_refusals: IntCounter,
     /// `berth_proxy_stdio_stderr_lines_total{result}`: child stderr lines `logged` or
     /// `suppressed` by the per-child log rate limit (all are drained and kept in the tail).
     pub stderr_lines: IntCounterVec,
@@ -71,6 +74,11 @@ impl StdioMetrics {
                 "connections refused by a stdio host at its child limit",
             )
             .expect("valid metric"),
+            peer_refusals: IntCounter::new(
+                "berth_proxy_stdio_peer_refusals_total",
+                "connections a stdio host refused because the peer is not the proxy's user",
+            )
+            .expect("valid metric"),
             stderr_lines: IntCounterVec::new(
                 Opts::new(
                     "berth_proxy_stdio_stderr_lines_total",
@@ -87,6 +95,7 @@ impl StdioMetrics {
             Box::new(metrics.skipped_lines.clone()),
             Box::new(metrics.restarts.clone()),
             Box::new(metrics.refusals.clone()),
+            Box::new(metrics.peer_refusals.clone()),
             Box::new(metrics.stderr_lines.clone()),
         ];
         for collector in collectors {

@@ -7,8 +7,18 @@
 //! proxy enforces the line limit and the protocol). Each child's stderr is drained into this
 //! process's log with a per-child prefix. A disconnect stops that child; SIGTERM stops every
 //! child; stopping is close stdin, grace, SIGTERM, grace, SIGKILL, and every child is reaped.
+//!
+//! The socket is for the proxy only (issue 40, item 7). With `--allow-uid` the host serves a
+//! connection only when its peer credentials (`SO_PEERCRED`) name that user, the proxy
+//! container's (the operator runs the proxy as its own user, never the server's); any other
+//! peer, a child of this host included, is closed unanswered, logged with its uid and pid and
+//! counted. A socket named `@name` is in the abstract namespace of the pod's network namespace
+//! ([`address`]): no file exists that a child could unlink or replace, and the name stays bound
+//! to this host's listener for as long as the host runs (its children end with its container).
+//! A filesystem path (a stale file there is replaced) is for tests and local runs.
 
-use std::path::PathBuf;
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -29,8 +39,11 @@ const FLUSH_AFTER_EXIT: Duration = Duration::from_secs(1);
 /// What the host runs.
 #[derive(Clone, Debug)]
 pub struct HostSettings {
-    /// Unix socket to listen on (a stale file there is replaced).
+    /// Unix socket to listen on: `@name` for an abstract socket, else a filesystem path (a
+    /// stale file there is replaced).
     pub socket: PathBuf,
+    /// The only user id whose connections are served (the proxy's); `None` serves any peer.
+    pub allowed_uid: Option<u32>,
     /// Most children alive at once.
     pub max_children: usize,
     /// Wait after closing stdin before SIGTERM, and after SIGTERM before SIGKILL.
@@ -63,6 +76,27 @@ pub enum HostError {
 pub struct Host {
     listener: UnixListener,
     settings: HostSettings,
+    metrics: StdioMetrics,
+}
+
+/// The address to bind or connect for `socket`: `@name` becomes the abstract name `name`
+/// (tokio's spelling is a leading NUL byte), anything else is a filesystem path.
+pub fn address(socket: &Path) -> Cow<'_, Path> {
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+    match socket.as_os_str().as_bytes().strip_prefix(b"@") {
+        Some(name) => {
+            let mut bytes = vec![0];
+            bytes.extend_from_slice(name);
+            Cow::Owned(PathBuf::from(std::ffi::OsString::from_vec(bytes)))
+        }
+        None => Cow::Borrowed(socket),
+    }
+}
+
+/// Whether `socket` names an abstract socket (`@name`).
+fn is_abstract(socket: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    socket.as_os_str().as_bytes().starts_with(b"@")
 }
 
 impl Host {
@@ -77,18 +111,40 @@ impl Host {
         if settings.max_children == 0 {
             return Err(HostError::NoChildren);
         }
-        let _ = std::fs::remove_file(&settings.socket);
         let bind_error = |source| HostError::Bind {
             path: settings.socket.display().to_string(),
             source,
         };
+        if is_abstract(&settings.socket) {
+            // Taken while another process holds the name: AddrInUse, nothing replaced.
+            let listener = UnixListener::bind(address(&settings.socket)).map_err(bind_error)?;
+            let metrics = StdioMetrics::register(&prometheus::Registry::new());
+            return Ok(Self {
+                listener,
+                settings,
+                metrics,
+            });
+        }
+        let _ = std::fs::remove_file(&settings.socket);
         let listener = UnixListener::bind(&settings.socket).map_err(bind_error)?;
-        // Connectable by any user: the socket lives in the pod's own emptyDir, and the proxy
-        // container may run as another UID than the server's image (spec.upstream.securityContext).
+        // Connectable by any user: the proxy container runs as another UID than the server;
+        // `allowed_uid` decides who is served.
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&settings.socket, std::fs::Permissions::from_mode(0o666))
             .map_err(bind_error)?;
-        Ok(Self { listener, settings })
+        let metrics = StdioMetrics::register(&prometheus::Registry::new());
+        Ok(Self {
+            listener,
+            settings,
+            metrics,
+        })
+    }
+
+    /// The host's own metrics (`berth_proxy_stdio_peer_refusals_total` among them). The host
+    /// serves no metrics port: they live in this process, and each refusal's log line carries
+    /// the running count.
+    pub fn metrics(&self) -> StdioMetrics {
+        self.metrics.clone()
     }
 
     /// Serves until `shutdown` fires, then stops every child and returns once all are reaped
@@ -96,15 +152,21 @@ impl Host {
     pub async fn run(self, shutdown: CancellationToken) {
         let live = watch::channel(0usize).0;
         let next = AtomicU64::new(1);
-        let metrics = StdioMetrics::register(&prometheus::Registry::new());
+        let metrics = self.metrics;
         let settings = Arc::new(self.settings);
-        tracing::info!(socket = %settings.socket.display(), max_children = settings.max_children, "stdio host listening");
+        tracing::info!(socket = %settings.socket.display(), max_children = settings.max_children, allowed_uid = ?settings.allowed_uid, "stdio host listening");
         loop {
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => break,
                 accepted = self.listener.accept() => accepted,
             };
             let Ok((stream, _)) = accepted else { continue };
+            if let Some(allowed) = settings.allowed_uid
+                && !peer_allowed(&stream, allowed, &metrics)
+            {
+                // Closed unanswered: nothing is spawned, nothing is said.
+                continue;
+            }
             if *live.borrow() >= settings.max_children {
                 tokio::spawn(refuse(stream, settings.max_children));
                 continue;
@@ -125,9 +187,30 @@ impl Host {
         let mut watching = live.subscribe();
         let budget = settings.grace * 2 + Duration::from_secs(1);
         let _ = tokio::time::timeout(budget, watching.wait_for(|n| *n == 0)).await;
-        let _ = std::fs::remove_file(&settings.socket);
+        if !is_abstract(&settings.socket) {
+            let _ = std::fs::remove_file(&settings.socket);
+        }
         tracing::info!(left = *live.borrow(), "stdio host stopped");
     }
+}
+
+/// Whether the peer of `stream` runs as `allowed` (its `SO_PEERCRED`); a refusal is logged
+/// (the peer's uid and pid, numbers only) and counted.
+fn peer_allowed(stream: &UnixStream, allowed: u32, metrics: &StdioMetrics) -> bool {
+    let credentials = stream.peer_cred().ok();
+    let uid = credentials.map(|c| c.uid());
+    if uid == Some(allowed) {
+        return true;
+    }
+    metrics.peer_refusals.inc();
+    tracing::warn!(
+        peer_uid = ?uid,
+        peer_pid = ?credentials.and_then(|c| c.pid()),
+        allowed_uid = allowed,
+        refused_total = metrics.peer_refusals.get(),
+        "refused a connection: not the proxy's user"
+    );
+    false
 }
 
 async fn refuse(mut stream: UnixStream, max_children: usize) {

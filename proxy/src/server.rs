@@ -357,13 +357,16 @@ fn engine(
     Ok(Engine {
         upstream,
         sessions: Arc::new(sessions),
-        subscriptions: Arc::new(Subscriptions::new(
-            usize::try_from(config.limits.max_subscriptions_per_session).unwrap_or(usize::MAX),
-            crate::transport::upstream::control::OwnRequests::new(
-                usize::try_from(config.limits.max_proxy_requests_in_flight).unwrap_or(16),
-                metrics.limits.own_requests_in_flight.clone(),
-            ),
-        )),
+        subscriptions: Arc::new(
+            Subscriptions::new(
+                usize::try_from(config.limits.max_subscriptions_per_session).unwrap_or(usize::MAX),
+                crate::transport::upstream::control::OwnRequests::new(
+                    usize::try_from(config.limits.max_proxy_requests_in_flight).unwrap_or(16),
+                    metrics.limits.own_requests_in_flight.clone(),
+                ),
+            )
+            .with_max_uri_bytes(usize::try_from(config.limits.max_uri_bytes).unwrap_or(usize::MAX)),
+        ),
         parked: Default::default(),
         metrics,
         call_budget: budgets.call,

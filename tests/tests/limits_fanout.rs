@@ -150,3 +150,40 @@ async fn subscribe_past_the_session_limit_is_refused_naming_it() {
     assert_eq!(upstream.count("resources/subscribe"), 2);
     proxy.shutdown().await;
 }
+
+/// Issue 39, item 4: the proxy keeps every URI its clients subscribe to, so their length is
+/// bounded (`limits.maxUriBytes`): a 1 MiB URI is refused naming the field and never reaches
+/// the upstream (1024 of them would have held 1 GiB for one session).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_to_a_uri_over_max_uri_bytes_is_refused_naming_it() {
+    let upstream = subscribing_upstream().await;
+    let proxy = start_ready(&config(&upstream.url, "10s")).await;
+    let url = mcp_url(&proxy);
+    let session = open_session(&url).await;
+    let long = format!("file:///{}", "u".repeat(1 << 20));
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe",
+        "params": {"uri": long}})
+    .to_string();
+    let reply = post_raw(&url, Some(&session), &body).await;
+    assert_eq!(reply.last()["id"], json!(5));
+    let error = &reply.last()["error"];
+    assert_eq!(error["code"], json!(-32602), "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("limits.maxUriBytes"),
+        "{error}"
+    );
+    assert_eq!(upstream.count("resources/subscribe"), 0);
+    let metrics = scrape(&proxy).await;
+    assert_eq!(
+        sample(
+            &metrics,
+            r#"berth_proxy_subscriptions_refused_total{limit="max_uri_bytes"}"#
+        ),
+        1.0,
+        "{metrics}"
+    );
+    proxy.shutdown().await;
+}

@@ -113,6 +113,14 @@ pub struct LimitsSpec {
     #[serde(default = "default_max_subscriptions_per_session")]
     #[schemars(with = "i32", range(min = 1, max = 65536))]
     pub max_subscriptions_per_session: u32,
+    /// Longest resource URI a client may subscribe to (`resources/subscribe` over the shared
+    /// upstream session, or in a `subscriptions/listen`), in bytes: the proxy keeps every URI
+    /// its clients subscribe to, so without it 1024 subscriptions of 4 MiB each would hold 4 GiB
+    /// for one session. A longer one is refused with JSON-RPC -32602 naming this field (in a
+    /// listen, that URI is left out). Default `4096`; 256 to 65536.
+    #[serde(default = "default_max_uri_bytes")]
+    #[schemars(with = "i32", range(min = 256, max = 65536))]
+    pub max_uri_bytes: u32,
     /// Most requests the proxy sends upstream on its own at once (the `resources/subscribe` and
     /// `resources/unsubscribe` it makes for its clients' subscriptions); the rest wait their
     /// turn. Default `16`; 1 to 1024.
@@ -156,6 +164,7 @@ impl Default for LimitsSpec {
             audit_field_bytes: default_audit_field_bytes(),
             max_listen_uris: default_max_listen_uris(),
             max_subscriptions_per_session: default_max_subscriptions_per_session(),
+            max_uri_bytes: default_max_uri_bytes(),
             max_proxy_requests_in_flight: default_max_proxy_requests_in_flight(),
             audit_on_overflow: AuditOverflow::default(),
         }
@@ -199,7 +208,7 @@ impl LimitsSpec {
         self.header_read_timeout()?;
         self.request_body_timeout()?;
         self.idle_timeout()?;
-        let ranges: [Range; 9] = [
+        let ranges: [Range; 10] = [
             (
                 "limits.maxRequestBytes",
                 self.max_request_bytes,
@@ -228,6 +237,7 @@ impl LimitsSpec {
                 1,
                 65536,
             ),
+            ("limits.maxUriBytes", self.max_uri_bytes, 256, 64 * KIB),
             (
                 "limits.maxProxyRequestsInFlight",
                 self.max_proxy_requests_in_flight,
@@ -319,6 +329,10 @@ fn default_max_listen_uris() -> u32 {
 
 fn default_max_subscriptions_per_session() -> u32 {
     1024
+}
+
+fn default_max_uri_bytes() -> u32 {
+    4 * KIB
 }
 
 fn default_max_proxy_requests_in_flight() -> u32 {

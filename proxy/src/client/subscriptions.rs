@@ -75,15 +75,37 @@ pub fn local_answer(
     if upstream_changes { None } else { empty() }
 }
 
-/// A subscribe refused: the session holds `limit` URIs already
-/// (`limits.maxSubscriptionsPerSession`).
+/// A subscribe refused by a limit (issue 39, item 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "resource subscription refused: the session is subscribed to {limit} resources, the most limits.maxSubscriptionsPerSession allows"
-)]
-pub struct SubscriptionLimit {
-    /// The limit.
-    pub limit: usize,
+pub enum SubscriptionLimit {
+    /// The session holds `limit` URIs already (`limits.maxSubscriptionsPerSession`).
+    #[error(
+        "resource subscription refused: the session is subscribed to {limit} resources, the most limits.maxSubscriptionsPerSession allows"
+    )]
+    PerSession {
+        /// The limit.
+        limit: usize,
+    },
+    /// The URI is `bytes` long, over `limit` (`limits.maxUriBytes`).
+    #[error(
+        "resource subscription refused: the URI is {bytes} bytes, more than limits.maxUriBytes ({limit})"
+    )]
+    UriBytes {
+        /// The URI's length, in bytes.
+        bytes: usize,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+}
+
+impl SubscriptionLimit {
+    /// The `limit` label of `berth_proxy_subscriptions_refused_total`.
+    pub fn as_label(self) -> &'static str {
+        match self {
+            Self::PerSession { .. } => "max_subscriptions_per_session",
+            Self::UriBytes { .. } => "max_uri_bytes",
+        }
+    }
 }
 
 /// URI -> ids of the downstream sessions subscribed to it, with a cap per session and the
@@ -92,6 +114,7 @@ pub struct SubscriptionLimit {
 pub struct Subscriptions {
     inner: Mutex<Inner>,
     max_per_session: usize,
+    max_uri_bytes: usize,
     own_requests: OwnRequests,
 }
 
@@ -114,20 +137,29 @@ impl Inner {
 }
 
 impl Default for Subscriptions {
-    /// 1024 URIs per session, 16 own requests in flight.
+    /// 1024 URIs per session, 16 own requests in flight, URIs of at most 4096 bytes.
     fn default() -> Self {
         Self::new(1024, OwnRequests::default())
     }
 }
 
 impl Subscriptions {
-    /// At most `max_per_session` URIs per session; own requests sent through `own_requests`.
+    /// At most `max_per_session` URIs per session; own requests sent through `own_requests`;
+    /// URIs of at most 4096 bytes ([`Self::with_max_uri_bytes`]).
     pub fn new(max_per_session: usize, own_requests: OwnRequests) -> Self {
         Self {
             inner: Mutex::default(),
             max_per_session,
+            max_uri_bytes: 4096,
             own_requests,
         }
+    }
+
+    /// The same table refusing URIs longer than `max_uri_bytes` (`limits.maxUriBytes`).
+    #[must_use]
+    pub fn with_max_uri_bytes(mut self, max_uri_bytes: usize) -> Self {
+        self.max_uri_bytes = max_uri_bytes;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -144,9 +176,16 @@ impl Subscriptions {
     /// subscribe upstream).
     ///
     /// # Errors
-    /// [`SubscriptionLimit`] when `session` holds `limits.maxSubscriptionsPerSession` URIs
-    /// already and `uri` is not one of them; nothing changes.
+    /// [`SubscriptionLimit::UriBytes`] when `uri` is longer than `limits.maxUriBytes`;
+    /// [`SubscriptionLimit::PerSession`] when `session` holds `limits.maxSubscriptionsPerSession`
+    /// URIs already and `uri` is not one of them. Nothing changes.
     pub fn add(&self, uri: &str, session: &str) -> Result<bool, SubscriptionLimit> {
+        if uri.len() > self.max_uri_bytes {
+            return Err(SubscriptionLimit::UriBytes {
+                bytes: uri.len(),
+                limit: self.max_uri_bytes,
+            });
+        }
         let mut inner = self.lock();
         let held = inner.per_session.get(session).copied().unwrap_or(0);
         let already = inner
@@ -157,7 +196,7 @@ impl Subscriptions {
             return Ok(false);
         }
         if held >= self.max_per_session {
-            return Err(SubscriptionLimit {
+            return Err(SubscriptionLimit::PerSession {
                 limit: self.max_per_session,
             });
         }
@@ -253,11 +292,34 @@ mod tests {
             Ok(false),
             "a URI held already is not counted twice"
         );
-        assert_eq!(s.add("u3", "d1"), Err(SubscriptionLimit { limit: 2 }));
+        assert_eq!(
+            s.add("u3", "d1"),
+            Err(SubscriptionLimit::PerSession { limit: 2 })
+        );
         assert_eq!(s.add("u3", "d2"), Ok(true), "the cap is per session");
         assert!(s.remove("u1", "d1"));
         assert_eq!(s.add("u3", "d1"), Ok(false));
         s.remove_session("d1");
         assert_eq!(s.add("u4", "d1"), Ok(true));
+    }
+}
+
+#[cfg(test)]
+mod uri_tests {
+    use super::*;
+
+    #[test]
+    fn a_uri_over_max_uri_bytes_is_refused_and_nothing_is_kept() {
+        let s = Subscriptions::default().with_max_uri_bytes(256);
+        let long = format!("file:///{}", "x".repeat(300));
+        assert_eq!(
+            s.add(&long, "d1"),
+            Err(SubscriptionLimit::UriBytes {
+                bytes: long.len(),
+                limit: 256
+            })
+        );
+        assert!(s.uris().is_empty());
+        assert_eq!(s.add("file:///short", "d1"), Ok(true));
     }
 }

@@ -202,7 +202,7 @@ pub(super) fn answer_locally(
                 .metrics
                 .limits
                 .subscriptions_refused
-                .with_label_values(&["max_subscriptions_per_session"])
+                .with_label_values(&[limit.as_label()])
                 .inc();
             Err(Refusal::new(
                 Outcome::Rejected,

@@ -18,7 +18,8 @@ pub struct LimitMetrics {
     /// `berth_proxy_subscriptions_refused_total{limit}`: resource subscriptions refused by a
     /// limit: `max_listen_uris` (a `subscriptions/listen` naming more URIs than
     /// `limits.maxListenUris`), `max_subscriptions_per_session` (a session past
-    /// `limits.maxSubscriptionsPerSession`).
+    /// `limits.maxSubscriptionsPerSession`), `max_uri_bytes` (a URI longer than
+    /// `limits.maxUriBytes`).
     pub subscriptions_refused: IntCounterVec,
     /// `berth_proxy_own_requests_in_flight`: requests the proxy sends upstream on its own
     /// (`resources/subscribe` and `resources/unsubscribe` for its clients) in flight now, at
@@ -67,7 +68,11 @@ impl LimitMetrics {
         metrics
             .upstream_replies_refused
             .with_label_values(&["too_large"]);
-        for limit in ["max_listen_uris", "max_subscriptions_per_session"] {
+        for limit in [
+            "max_listen_uris",
+            "max_subscriptions_per_session",
+            "max_uri_bytes",
+        ] {
             metrics.subscriptions_refused.with_label_values(&[limit]);
         }
         metrics

@@ -211,10 +211,15 @@ fn subscribe(proxy: &Front, session: &DownstreamSession, uris: &[String]) {
                         .metrics
                         .limits
                         .subscriptions_refused
-                        .with_label_values(&["max_subscriptions_per_session"])
+                        .with_label_values(&[limit.as_label()])
                         .inc();
-                    tracing::warn!(error = %limit, "subscriptions/listen cut at the session's limit");
-                    break;
+                    tracing::warn!(error = %limit, "subscriptions/listen: a URI left out at a limit");
+                    match limit {
+                        crate::client::subscriptions::SubscriptionLimit::UriBytes { .. } => {
+                            continue;
+                        }
+                        crate::client::subscriptions::SubscriptionLimit::PerSession { .. } => break,
+                    }
                 }
             }
         }

@@ -10,6 +10,21 @@ use berth_tests::proxy::{
 };
 use serde_json::json;
 
+/// The `Last-Event-ID` of every GET the upstream received, in order: the proxy's resumptions.
+fn last_event_ids(upstream: &FaultUpstream) -> Vec<String> {
+    upstream
+        .received()
+        .into_iter()
+        .filter(|r| r.http_method == "GET")
+        .filter_map(|r| {
+            r.headers
+                .iter()
+                .find(|(name, _)| name == "last-event-id")
+                .map(|(_, value)| value.clone())
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn upstream_sse_polling_call_is_resumed_by_the_proxy_and_answered() {
     let upstream = FaultUpstream::builder()
@@ -37,17 +52,7 @@ async fn upstream_sse_polling_call_is_resumed_by_the_proxy_and_answered() {
             "{reply:?}"
         );
     }
-    let resumed: Vec<_> = upstream
-        .received()
-        .into_iter()
-        .filter(|r| r.http_method == "GET")
-        .filter_map(|r| {
-            r.headers
-                .iter()
-                .find(|(name, _)| name == "last-event-id")
-                .map(|(_, value)| value.clone())
-        })
-        .collect();
+    let resumed = last_event_ids(&upstream);
     assert_eq!(resumed.len(), 3, "one resumption per call: {resumed:?}");
     assert!(
         resumed.iter().all(|id| id.starts_with("prime-")),
@@ -338,17 +343,7 @@ async fn upstream_stream_resumed_that_closes_without_an_event_is_resumed_again()
         json!("after two empty polls"),
         "{reply:?}"
     );
-    let resumed: Vec<_> = upstream
-        .received()
-        .into_iter()
-        .filter(|r| r.http_method == "GET")
-        .filter_map(|r| {
-            r.headers
-                .iter()
-                .find(|(name, _)| name == "last-event-id")
-                .map(|(_, value)| value.clone())
-        })
-        .collect();
+    let resumed = last_event_ids(&upstream);
     // Two empty resumptions, then the one that answers, all after the same priming event.
     assert_eq!(resumed.len(), 3, "{resumed:?}");
     assert!(

@@ -101,6 +101,9 @@ pub struct Faults {
     /// with `sse_replies`, one SSE event; `u64::MAX` never ends. Takes precedence over
     /// `raw_result` (issue 39: a reply larger than the proxy's limit).
     pub streamed_result_bytes: Option<u64>,
+    /// With `streamed_result_bytes`, the reply's HTTP status instead of 200 (a JSON body of that
+    /// many bytes under an error status: what the proxy reads of a non-2xx reply's body).
+    pub streamed_status: Option<u16>,
     /// `tools/call raw` is answered with HTTP 200 and [`NULL_ID_ERROR`] instead (JSON or, with
     /// `sse_replies`, one SSE event): an error the server could not tie to the request.
     pub null_id_error: bool,

@@ -149,3 +149,39 @@ async fn reply_limit_endless_sse_event_is_refused_quickly() {
     assert_refused(&proxy, &session, 2).await;
     assert_eq!(refused_count(&proxy).await, 1.0);
 }
+
+/// Issue 39, item 3: a non-2xx reply's body is read only as far as the proxy keeps of it (512
+/// bytes, for the error it reports). An upstream answering a call with HTTP 500 and an endless
+/// body used to be read to the end: the call waited for its budget while the proxy's memory
+/// grew with the body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_reply_with_an_endless_body_is_answered_at_once_with_memory_held() {
+    let upstream = FaultUpstream::start().await;
+    let (proxy, _dir) = start(&upstream).await;
+    let session = open_session(&proxy.mcp_url).await;
+    let before = peak(&proxy);
+    upstream.update(|f| {
+        f.streamed_result_bytes = Some(u64::MAX);
+        f.streamed_status = Some(500);
+    });
+    let started = Instant::now();
+    let reply = tokio::time::timeout(
+        ANSWER_DEADLINE,
+        post_raw(
+            &proxy.mcp_url,
+            Some(&session),
+            &call(json!(7), "raw", json!({})),
+        ),
+    )
+    .await
+    .expect("answered without reading the endless body");
+    assert_eq!(reply.last()["id"], json!(7), "{reply:?}");
+    assert!(reply.last()["error"].is_object(), "{reply:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "at once, not at the 60 s call budget: {:?}",
+        started.elapsed()
+    );
+    let grown = peak(&proxy).saturating_sub(before);
+    assert!(grown < 24 * MIB, "peak RSS rose by {grown} bytes");
+}

@@ -190,17 +190,22 @@ async fn request(
 ) -> Response {
     let params = message.get("params").cloned().unwrap_or(Value::Null);
     if method == "tools/call" && params["name"] == "raw" {
-        let (result, null_id, streamed, sse) = {
+        let (result, null_id, streamed, sse, status) = {
             let faults = &handle.lock().faults;
             (
                 faults.raw_result.clone(),
                 faults.null_id_error,
                 faults.streamed_result_bytes,
                 faults.sse_replies,
+                faults.streamed_status,
             )
         };
         if let Some(bytes) = streamed {
-            return super::streamed::reply(&id, bytes, sse);
+            let mut reply = super::streamed::reply(&id, bytes, sse);
+            if let Some(status) = status.and_then(|s| StatusCode::from_u16(s).ok()) {
+                *reply.status_mut() = status;
+            }
+            return reply;
         }
         if null_id {
             return raw_reply(handle, super::NULL_ID_ERROR.to_owned());

@@ -100,6 +100,25 @@ impl Hydra {
         hydra
     }
 
+    /// The proxy's client authentication against this issuer: JWT access tokens for
+    /// `audience` carrying the scope `mcp:tools`, any asymmetric algorithm, every other OAuth
+    /// setting at its default.
+    pub fn downstream_auth(&self, audience: &str) -> berth_crds::DownstreamAuth {
+        berth_crds::DownstreamAuth {
+            bearer_token_env: None,
+            oauth: Some(berth_crds::proxy_config::oauth::OAuthSpec {
+                issuer: self.issuer.clone(),
+                audience: audience.to_owned(),
+                required_scopes: vec!["mcp:tools".into()],
+                allowed_algorithms: berth_crds::proxy_config::oauth::all_algorithms(),
+                jwks_refresh: None,
+                clock_skew: None,
+                max_key_age: None,
+                require_access_token_type: false,
+            }),
+        }
+    }
+
     /// Registers a client-credentials client that may ask for `scope` (space-separated) and
     /// the audiences `audience`.
     ///

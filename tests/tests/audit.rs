@@ -7,9 +7,8 @@ use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::Duration;
 
+use berth_crds::ToolsPolicySpec;
 use berth_crds::proxy_config::audit::AuditLog;
-use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
-use berth_crds::{DownstreamAuth, ToolsPolicySpec};
 use berth_tests::fault::FaultUpstream;
 use berth_tests::fault::restart::RestartableUpstream;
 use berth_tests::hydra::Hydra;
@@ -55,19 +54,7 @@ async fn audit_events_name_the_caller_tool_digest_and_outcome_and_never_the_argu
         "{grants: [{tools: [echo, bad], subjects: [audit-agent]}]}",
     )
     .expect("grants");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: None,
-        oauth: Some(OAuthSpec {
-            issuer: hydra.issuer.clone(),
-            audience: AUDIENCE.into(),
-            required_scopes: vec!["mcp:tools".into()],
-            allowed_algorithms: all_algorithms(),
-            jwks_refresh: None,
-            clock_skew: None,
-            max_key_age: None,
-            require_access_token_type: false,
-        }),
-    });
+    cfg.downstream_auth = Some(hydra.downstream_auth(AUDIENCE));
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("proxy.yaml");
     std::fs::write(&path, cfg.to_yaml().expect("yaml")).expect("write config");
@@ -275,19 +262,7 @@ async fn audit_ungranted_call_with_the_upstream_down_is_denied() {
         "{grants: [{tools: [echo], subjects: [audit-agent]}]}",
     )
     .expect("grants");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: None,
-        oauth: Some(OAuthSpec {
-            issuer: hydra.issuer.clone(),
-            audience: AUDIENCE.into(),
-            required_scopes: vec!["mcp:tools".into()],
-            allowed_algorithms: all_algorithms(),
-            jwks_refresh: None,
-            clock_skew: None,
-            max_key_age: None,
-            require_access_token_type: false,
-        }),
-    });
+    cfg.downstream_auth = Some(hydra.downstream_auth(AUDIENCE));
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("proxy.yaml");
     std::fs::write(&path, cfg.to_yaml().expect("yaml")).expect("write config");

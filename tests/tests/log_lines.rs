@@ -6,8 +6,7 @@ use std::ffi::OsString;
 use std::process::Stdio;
 use std::time::Duration;
 
-use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
-use berth_crds::{DownstreamAuth, ToolsPolicySpec};
+use berth_crds::ToolsPolicySpec;
 use berth_tests::fault::FaultUpstream;
 use berth_tests::hydra::Hydra;
 use berth_tests::proxy::{call, config, post_with};
@@ -34,19 +33,7 @@ async fn log_tool_name_with_newline_and_escape_never_forges_a_line() {
         "{grants: [{tools: [echo], subjects: [log-agent]}]}",
     )
     .expect("grants");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: None,
-        oauth: Some(OAuthSpec {
-            issuer: hydra.issuer.clone(),
-            audience: AUDIENCE.into(),
-            required_scopes: vec!["mcp:tools".into()],
-            allowed_algorithms: all_algorithms(),
-            jwks_refresh: None,
-            clock_skew: None,
-            max_key_age: None,
-            require_access_token_type: false,
-        }),
-    });
+    cfg.downstream_auth = Some(hydra.downstream_auth(AUDIENCE));
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("proxy.yaml");
     std::fs::write(&path, cfg.to_yaml().expect("yaml")).expect("write config");

@@ -4,8 +4,7 @@
 //! raw HTTP checks each refusal's status and `WWW-Authenticate` parameters, which clients need
 //! to re-authenticate; a recording fault upstream shows the client's token never goes upstream.
 
-use berth_crds::proxy_config::oauth::{OAuthSpec, all_algorithms};
-use berth_crds::{DownstreamAuth, DurationString, ToolsPolicySpec};
+use berth_crds::{DurationString, ToolsPolicySpec};
 use berth_tests::fault::FaultUpstream;
 use berth_tests::hydra::Hydra;
 use berth_tests::proxy::{call, config, post_with, sample, scrape, start_ready};
@@ -46,19 +45,11 @@ async fn oauth_proxy_with(
     let mut cfg = config(upstream_url, "30s");
     cfg.tools = tools;
     cfg.listen = format!("127.0.0.1:{port}");
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: None,
-        oauth: Some(OAuthSpec {
-            issuer: hydra.issuer.clone(),
-            audience: audience.clone(),
-            required_scopes: vec!["mcp:tools".into()],
-            allowed_algorithms: all_algorithms(),
-            jwks_refresh: Some(DurationString::new(jwks_refresh)),
-            clock_skew: None,
-            max_key_age: None,
-            require_access_token_type: false,
-        }),
-    });
+    let mut auth = hydra.downstream_auth(&audience);
+    if let Some(oauth) = &mut auth.oauth {
+        oauth.jwks_refresh = Some(DurationString::new(jwks_refresh));
+    }
+    cfg.downstream_auth = Some(auth);
     (start_ready(&cfg).await, audience)
 }
 
@@ -396,19 +387,7 @@ async fn oauth_replica(
     session(&mut cfg.session);
     cfg.listen = format!("127.0.0.1:{port}");
     cfg.session_key_env = Some(KEY_VAR.to_owned());
-    cfg.downstream_auth = Some(DownstreamAuth {
-        bearer_token_env: None,
-        oauth: Some(OAuthSpec {
-            issuer: hydra.issuer.clone(),
-            audience: audience.to_owned(),
-            required_scopes: vec!["mcp:tools".into()],
-            allowed_algorithms: all_algorithms(),
-            jwks_refresh: Some(DurationString::new("5m")),
-            clock_skew: None,
-            max_key_age: None,
-            require_access_token_type: false,
-        }),
-    });
+    cfg.downstream_auth = Some(hydra.downstream_auth(audience));
     berth_proxy::install_crypto_provider();
     let running =
         berth_proxy::start_with_env(&cfg, &|var| (var == KEY_VAR).then(|| key.to_owned()))

@@ -93,13 +93,10 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 }
 
 /// The SHA-256 of `diagnosticsTokenSha256` (64 hex digits, as checked by the config).
-pub fn diagnostics_digest(hex: Option<&str>) -> Option<[u8; 32]> {
-    let hex = hex?;
+pub fn diagnostics_digest(text: Option<&str>) -> Option<[u8; 32]> {
     let mut digest = [0u8; 32];
-    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
-        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    (hex.len() == 64).then_some(digest)
+    hex::decode_to_slice(text?, &mut digest).ok()?;
+    Some(digest)
 }
 
 async fn metrics(State(admin): State<Admin>) -> impl IntoResponse {
